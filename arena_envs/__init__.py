@@ -1,0 +1,34 @@
+"""arena-envs: the Agent Arena scenarios as fast, batched Gymnasium and PettingZoo environments.
+
+Importing the package registers the Gymnasium environments::
+
+    import gymnasium as gym
+    import arena_envs  # noqa: F401
+
+    env = gym.make("arena_envs/Foraging-v0")
+    envs = gym.make_vec("arena_envs/Foraging-v0", num_envs=4096)
+"""
+
+from gymnasium.envs.registration import register, registry
+
+__version__ = "0.1.0"
+
+_ENVS = {
+    "arena_envs/Foraging-v0": "arena_envs.foraging:ForagingEnv",
+    "arena_envs/TreasureHunt-v0": "arena_envs.treasure_hunt.env:TreasureHuntEnv",
+}
+
+
+def _register_all() -> None:
+    for env_id, entry_point in _ENVS.items():
+        if env_id in registry:
+            continue
+        module, cls = entry_point.split(":")
+        register(
+            id=env_id,
+            entry_point=entry_point,
+            vector_entry_point=f"{module}:{cls.removesuffix('Env')}VectorEnv",
+        )
+
+
+_register_all()

@@ -1,0 +1,1 @@
+"""Scenarios as pure functions over batched state."""

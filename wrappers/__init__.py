@@ -1,0 +1,1 @@
+"""Wrappers over the arena-envs core: tool calling, SB3 adapter, flat encodings."""
