@@ -1,0 +1,323 @@
+"""Foraging-v0: collect every resource of a field while staying out of pits and fires.
+
+One agent walks a square world of side ``2 * half_size`` (default ±25) with the seven
+universal tools. Resources (berry, wood, stone) are picked up with ``collect`` within 2.0
+units; pits hurt 25 on entry and 5/s inside, fires 10/s; circular obstacles (trees, rocks,
+bushes) block movement (the agent slides around them) and line of sight.
+
+## Action space
+
+The structured tool action of :mod:`arena_envs.actions` (``Dict``): ``tool`` picks one of
+``move_to, collect, craft, query_world, query_inventory, send_message, idle`` and only that
+tool's entry is read. ``collect`` is a row of the ``resources`` observation table (row
+``i`` is always the same resource). Foraging has no stations, so ``craft`` answers
+``NOT_FOUND``; with no teammates, ``send_message`` succeeds and reaches nobody.
+
+## Observation space
+
+A ``Dict`` of fixed-shape float32 arrays (R resource slots, H hazard slots, O obstacle
+slots; padding and unseen rows are zero):
+
+| key           | shape      | content                                                                  |
+|---------------|------------|--------------------------------------------------------------------------|
+| `agent`       | (7,)       | x, z, health, energy, moving (0/1), movement target x, target z          |
+| `resources`   | (R, 8)     | visible, in query result, dx, dz, distance, one-hot berry/wood/stone     |
+| `hazards`     | (H, 7)     | visible, in query result, dx, dz, distance, one-hot pit/fire             |
+| `obstacles`   | (O, 4)     | visible, dx, dz, radius                                                  |
+| `inventory`   | (3,)       | berries, wood, stones carried                                            |
+| `last_action` | (2,) int   | ``MultiDiscrete([7, 7])``: last tool, its result code (0 = OK, then      |
+|               |            | OUT_OF_RANGE, NOT_FOUND, MISSING_MATERIALS, INVALID_PARAMS, BUSY,        |
+|               |            | INVENTORY_FULL)                                                          |
+| `time_left`   | (1,)       | ticks until truncation                                                   |
+
+Offsets are from the agent to the entity. Resources and hazards are visible within 10
+units when no obstacle lies on the line of sight; obstacles within 10 units are always
+visible. A ``query_world`` fills the ``in query result`` rows of its kind within its radius
+in the next observation, ignoring line of sight.
+
+## Rewards
+
++1 per resource collected, −0.01 per point of damage taken.
+
+## Episode end
+
+Terminates when every resource is collected or health reaches 0; truncates after
+``max_ticks`` (600) ticks of 0.1 s.
+
+## Info
+
+``score`` (the Agent Arena score ``max(0, collected/total·100 − min(damage, 100))``),
+``resources_collected``, ``resources_remaining``, ``damage_taken``, ``health``.
+
+## Arguments
+
+``layout="random"`` (seeded procedural world: ``num_resources``, ``num_hazards``,
+``num_obstacles``) or ``"classic"`` (the Agent Arena scene), ``max_ticks``,
+``reward_per_resource``, ``damage_penalty``, and every rule of
+:class:`~arena_envs.world.WorldParams` (``half_size``, ``perception_radius``, ...).
+
+    >>> import gymnasium as gym, arena_envs
+    >>> env = gym.make("arena_envs/Foraging-v0", layout="classic")
+    >>> envs = gym.make_vec("arena_envs/Foraging-v0", num_envs=4096)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from arena_envs.actions import tool_action_space
+from arena_envs.envs import ArenaEnv, ArenaVectorEnv, step_subset
+from arena_envs.world import (
+    F32,
+    FAR,
+    HAZARD_TYPES,
+    OBSTACLE_KINDS,
+    RESULT_CODES,
+    TOOL_NAMES,
+    ToolActions,
+    WorldParams,
+    WorldState,
+    advance,
+    apply_tools,
+    EntitySlots,
+    entity_table,
+    first_valid,
+    obstacle_table,
+    relative,
+    reset_agents,
+    table_bounds,
+)
+
+LAYOUTS = ("random", "classic")
+
+# The Agent Arena foraging scene: (x, z, kind) rows.
+CLASSIC_RESOURCES = ((-5, 3, 0), (4, -6, 0), (-1, -5, 0), (7, 4, 2), (-8, -3, 2), (9, -2, 1), (-4, 8, 1))
+CLASSIC_HAZARDS = ((1, 1, 0), (-3, -3, 0))
+CLASSIC_OBSTACLES = (  # (x, z, radius, kind): 5 trees, 3 rocks, 4 bushes
+    (-12, 12, 1.0, 0), (12, 12, 1.0, 0), (-14, -10, 1.0, 0), (14, -10, 1.0, 0), (0, -14, 1.0, 0),
+    (-7, 0, 1.5, 1), (2, -9, 1.5, 1), (10, 6, 1.5, 1),
+    (3, 4, 0.8, 2), (-9, 5, 0.8, 2), (6, -4, 0.8, 2), (-6, -8, 0.8, 2),
+)
+CLASSIC_SPAWN = (0.0, 10.0)
+
+CANDIDATES = 16  # placement tries per entity in the random layout
+
+
+@dataclass(frozen=True)
+class ForagingParams(WorldParams):
+    layout: str = "random"
+    num_resources: int = 9
+    num_hazards: int = 4
+    num_obstacles: int = 10
+    reward_per_resource: float = 1.0
+    damage_penalty: float = 0.01
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        for name in ("num_resources", "num_hazards", "num_obstacles"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.layout == "random" and self.num_resources < 1:
+            raise ValueError("num_resources must be at least 1")
+        if self.max_ticks < 1:
+            raise ValueError(f"max_ticks must be >= 1, got {self.max_ticks}")
+
+    @property
+    def table_sizes(self) -> tuple[int, int, int]:
+        """Resource, hazard and obstacle slots."""
+        if self.layout == "classic":
+            return len(CLASSIC_RESOURCES), len(CLASSIC_HAZARDS), len(CLASSIC_OBSTACLES)
+        return self.num_resources, self.num_hazards, self.num_obstacles
+
+
+class Foraging:
+    """The Foraging rules as pure functions over a batched :class:`WorldState`."""
+
+    def __init__(self, params: ForagingParams | None = None, **kwargs):
+        params = params or ForagingParams()
+        self.params = dataclasses.replace(params, **kwargs) if kwargs else params
+        p = self.params
+        R, H, O = p.table_sizes
+        self.sizes = (R, H, O)
+        self.slots = EntitySlots(resources=R, hazards=H)
+        res_low, res_high = table_bounds(p, len(p.resource_types))
+        haz_low, haz_high = table_bounds(p, len(HAZARD_TYPES))
+        w, reach = p.half_size, 2 * p.half_size
+        self.observation_space = spaces.Dict({
+            "agent": spaces.Box(np.array([-w, -w, 0, 0, 0, -w, -w], F32),
+                                np.array([w, w, p.max_health, p.max_energy, 1, w, w], F32)),
+            "resources": spaces.Box(np.tile(res_low, (R, 1)), np.tile(res_high, (R, 1))),
+            "hazards": spaces.Box(np.tile(haz_low, (H, 1)), np.tile(haz_high, (H, 1))),
+            "obstacles": spaces.Box(np.tile(np.array([0, -reach, -reach, 0], F32), (O, 1)),
+                                    np.tile(np.array([1, reach, reach, reach], F32), (O, 1))),
+            "inventory": spaces.Box(0, p.inventory_capacity, (len(p.item_names),), F32),
+            "last_action": spaces.MultiDiscrete([len(TOOL_NAMES), len(RESULT_CODES)]),
+            "time_left": spaces.Box(0, p.max_ticks, (1,), F32),
+        })
+        self.action_space = tool_action_space(p, resources=R, recipes=0, stations=0)
+
+    def init_state(self, batch: int) -> WorldState:
+        return WorldState.zeros(batch, 1, self.slots, self.sizes[2], len(self.params.item_names))
+
+    # -- reset ---------------------------------------------------------------------------
+
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+        """Lay out fresh worlds at ``index``, each drawing from its own generator."""
+        if len(index) == 0:
+            return
+        layout = self._classic(len(index)) if self.params.layout == "classic" else self._random(rngs)
+        spawn_x, spawn_z, resources, hazards, obstacles = layout
+        s, res, haz = state, self.slots.res, self.slots.haz
+        (s.ent_x[index, res], s.ent_z[index, res], s.ent_kind[index, res], s.ent_alive[index, res]) = resources
+        s.res_total[index] = resources[3].sum(1)
+        (s.ent_x[index, haz], s.ent_z[index, haz], s.ent_kind[index, haz]) = hazards
+        s.ent_alive[index, haz] = hazards[0] < FAR
+        (s.obst_x[index], s.obst_z[index], s.obst_r[index], s.obst_kind[index]) = obstacles
+        reset_agents(self.params, s, index, spawn_x[:, None], spawn_z[:, None])
+
+    def _classic(self, n: int):
+        def columns(rows, k):
+            table = np.asarray(rows, F32).reshape(-1, k)
+            return [np.repeat(table[None, :, c], n, 0) for c in range(k)]
+
+        rx, rz, rk = columns(CLASSIC_RESOURCES, 3)
+        hx, hz, hk = columns(CLASSIC_HAZARDS, 3)
+        ox, oz, orad, ok = columns(CLASSIC_OBSTACLES, 4)
+        spawn_x = np.full(n, CLASSIC_SPAWN[0], F32)
+        spawn_z = np.full(n, CLASSIC_SPAWN[1], F32)
+        return (spawn_x, spawn_z, (rx, rz, rk.astype(np.int8), np.ones(rx.shape, bool)),
+                (hx, hz, hk.astype(np.int8)), (ox, oz, orad, ok.astype(np.int8)))
+
+    def _random(self, rngs: Sequence[np.random.Generator]):
+        """Seeded procedural placement, vectorized over the worlds being reset.
+
+        Each world draws one block of uniforms from its own generator; every entity then
+        takes the first of its candidate positions that keeps clear of the spawn point and
+        of the entities placed before it (obstacles, then hazards, then resources).
+        """
+        p = self.params
+        R, H, O = self.sizes
+        C = CANDIDATES
+        counts = (2, O * C * 4, H * C * 3, R * C * 3)
+        u = np.stack([rng.random(sum(counts), dtype=F32) for rng in rngs])
+        spawn_u, obst_u, haz_u, res_u = np.split(u, np.cumsum(counts)[:-1], axis=1)
+        n = len(rngs)
+        w = F32(p.half_size)
+        spawn_x, spawn_z = ((spawn_u * 2 - 1) * (w - 5)).T
+
+        def clear_of_spawn(cx, cz, margin):
+            return np.hypot(cx - spawn_x[:, None, None], cz - spawn_z[:, None, None]) > margin
+
+        def clear_of(cx, cz, ex, ez, margin):
+            """(n, K, C) candidates against (n, E) placed entities needing ``margin`` (n, E)."""
+            d = np.hypot(cx[..., None] - ex[:, None, None, :], cz[..., None] - ez[:, None, None, :])
+            return (d > margin[:, None, None, :]).all(-1)
+
+        o = obst_u.reshape(n, O, C, 4)
+        o_x, o_z = (o[..., 0] * 2 - 1) * (w - 2), (o[..., 1] * 2 - 1) * (w - 2)
+        o_r = F32(0.6) + o[..., 2] * F32(1.2)
+        o_kind = np.minimum(o[..., 3] * len(OBSTACLE_KINDS), len(OBSTACLE_KINDS) - 1)
+        ok = clear_of_spawn(o_x, o_z, o_r + 3.0)
+        chosen, placed = first_valid(np.stack([o_x, o_z, o_r, o_kind], -1), ok)
+        ox, oz = np.where(placed, chosen[..., 0], FAR), np.where(placed, chosen[..., 1], FAR)
+        orad, okind = np.where(placed, chosen[..., 2], 0.0), chosen[..., 3].astype(np.int8)
+
+        hz_r = F32(p.hazard_radius)
+        h = haz_u.reshape(n, H, C, 3)
+        h_x, h_z = (h[..., 0] * 2 - 1) * (w - 2), (h[..., 1] * 2 - 1) * (w - 2)
+        h_kind = np.minimum(h[..., 2] * len(HAZARD_TYPES), len(HAZARD_TYPES) - 1)
+        ok = clear_of_spawn(h_x, h_z, hz_r + 3.0) & clear_of(h_x, h_z, ox, oz, orad + hz_r + 0.5)
+        chosen, placed = first_valid(np.stack([h_x, h_z, h_kind], -1), ok)
+        hx, hz = np.where(placed, chosen[..., 0], FAR), np.where(placed, chosen[..., 1], FAR)
+        hkind = chosen[..., 2].astype(np.int8)
+
+        r = res_u.reshape(n, R, C, 3)
+        r_x, r_z = (r[..., 0] * 2 - 1) * (w - 2), (r[..., 1] * 2 - 1) * (w - 2)
+        r_kind = np.minimum(r[..., 2] * len(p.resource_types), len(p.resource_types) - 1)
+        ok = (clear_of(r_x, r_z, ox, oz, orad + 1.0)
+              & clear_of(r_x, r_z, hx, hz, np.full(hx.shape, hz_r + 1.0, F32)))
+        chosen, alive = first_valid(np.stack([r_x, r_z, r_kind], -1), ok)
+        rx, rz = np.where(alive, chosen[..., 0], FAR), np.where(alive, chosen[..., 1], FAR)
+
+        return (spawn_x, spawn_z,
+                (rx, rz, chosen[..., 2].astype(np.int8), alive),
+                (hx, hz, hkind),
+                (ox, oz, orad, okind))
+
+    # -- step ----------------------------------------------------------------------------
+
+    def step(self, state: WorldState, actions: ToolActions, active: np.ndarray | None = None):
+        """Advance the worlds where ``active`` is true by one tick: rewards, terminated, truncated."""
+        return step_subset(self._step, state, actions, active)
+
+    def _step(self, s: WorldState, actions: ToolActions):
+        p = self.params
+        events = apply_tools(p, self.slots, s, actions)
+        advance(p, self.slots, s, events)
+        reward = (events.collected[:, 0] * F32(p.reward_per_resource)
+                  - events.damage[:, 0] * F32(p.damage_penalty)).astype(F32)
+        terminated = ~s.ent_alive[:, self.slots.res].any(1) | ~s.alive[:, 0]
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return reward, terminated, truncated
+
+    # -- observation and info ------------------------------------------------------------
+
+    def observe(self, s: WorldState) -> dict[str, np.ndarray]:
+        p, slots = self.params, self.slots
+        B = s.batch_size
+        agent = np.empty((B, 7), F32)
+        for column, value in enumerate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z)):
+            agent[:, column] = value[:, 0]
+        last_action = np.empty((B, 2), np.int64)
+        last_action[:, 0] = s.last_tool[:, 0]
+        last_action[:, 1] = s.last_code[:, 0]
+        obstacles = relative(s, s.obst_x, s.obst_z)
+        table = entity_table(p, slots, s, max(len(p.resource_types), len(HAZARD_TYPES)), obstacles)[:, 0]
+        return {
+            "agent": agent,
+            "resources": table[:, slots.res, :5 + len(p.resource_types)],
+            "hazards": table[:, slots.haz, :5 + len(HAZARD_TYPES)],
+            "obstacles": obstacle_table(p, s, obstacles)[:, 0],
+            "inventory": s.inventory[:, 0].astype(F32),
+            "last_action": last_action,
+            "time_left": (p.max_ticks - s.tick).astype(F32)[:, None],
+        }
+
+    def info(self, s: WorldState) -> dict[str, np.ndarray]:
+        collected = s.collected[:, 0]
+        damage = s.damage_taken[:, 0]
+        return {
+            "score": score(collected, s.res_total, damage),
+            "resources_collected": collected.copy(),
+            "resources_remaining": s.ent_alive[:, self.slots.res].sum(1).astype(np.int32),
+            "damage_taken": damage.copy(),
+            "health": s.health[:, 0].copy(),
+        }
+
+
+def score(collected: np.ndarray, total: np.ndarray, damage: np.ndarray) -> np.ndarray:
+    """The Agent Arena foraging score: max(0, collected/total·100 − min(damage, 100))."""
+    share = collected / np.maximum(total, 1) * 100.0
+    return np.maximum(0.0, share - np.minimum(damage, 100.0)).astype(F32)
+
+
+class ForagingEnv(ArenaEnv):
+    __doc__ = __doc__
+
+    def __init__(self, render_mode: str | None = None, params: ForagingParams | None = None, **kwargs):
+        super().__init__(Foraging(params, **kwargs), render_mode=render_mode)
+
+
+class ForagingVectorEnv(ArenaVectorEnv):
+    __doc__ = __doc__
+
+    def __init__(self, num_envs: int = 1, render_mode: str | None = None,
+                 params: ForagingParams | None = None, autoreset_mode="NextStep", **kwargs):
+        super().__init__(Foraging(params, **kwargs), num_envs, autoreset_mode=autoreset_mode,
+                         render_mode=render_mode)

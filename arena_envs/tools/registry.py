@@ -1,0 +1,447 @@
+"""Tool declarations: each tool is written down once and both its JSON schema and its
+parameter validation are read from that declaration.
+
+``UNIVERSAL_TOOLS`` holds the seven tools shared by every 2D scenario. Other tool sets are
+declared the same way::
+
+    HUNT_TOOLS = ToolRegistry([
+        ToolSpec("pwd", "Print the current directory."),
+        ToolSpec("cd", "Change directory.", (Param("path", "string", "Where to go.", required=True),)),
+    ])
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ToolCallError
+
+JSON_TYPES = ("string", "number", "integer", "boolean", "array")
+
+
+def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """Wrap a JSON Schema of parameters in the OpenAI function-calling format."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a value's type, for messages addressed to a model."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, numbers.Number):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    text = json_type_name(value) if value is None else f"{json_type_name(value)} {value!r}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a tool, in JSON Schema terms.
+
+    A ``default`` of None means "no default": an omitted optional parameter is reported as
+    None. ``shorthand_for`` makes an array parameter an alternative spelling of several
+    required parameters (``target: [x, y, z]`` for ``target_x, target_y, target_z``);
+    a call gives one form or the other, never both.
+    """
+
+    name: str
+    type: str
+    description: str
+    required: bool = False
+    default: Any = None
+    minimum: float | None = None
+    exclusive_minimum: float | None = None
+    maximum: float | None = None
+    exclusive_maximum: float | None = None
+    enum: tuple[Any, ...] | None = None
+    min_length: int | None = None
+    items: str | None = None
+    length: int | None = None
+    shorthand_for: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.type not in JSON_TYPES:
+            raise ValueError(f"param {self.name!r}: type must be one of {JSON_TYPES}")
+        if self.required and self.default is not None:
+            raise ValueError(f"param {self.name!r}: a required parameter has no default")
+        if (self.items is None) != (self.type != "array"):
+            raise ValueError(f"param {self.name!r}: arrays, and only arrays, declare items")
+        if self.items is not None and self.items not in JSON_TYPES[:4]:
+            raise ValueError(f"param {self.name!r}: items must be a scalar JSON type")
+        if self.shorthand_for and self.length != len(self.shorthand_for):
+            raise ValueError(f"param {self.name!r}: length must match shorthand_for")
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of this parameter."""
+        schema: dict[str, Any] = {"type": self.type, "description": self.description}
+        if self.items is not None:
+            schema["items"] = {"type": self.items}
+        if self.length is not None:
+            schema["minItems"] = schema["maxItems"] = self.length
+        if self.min_length is not None:
+            schema["minLength"] = self.min_length
+        if self.enum is not None:
+            schema["enum"] = list(self.enum)
+        for keyword, bound in self._bounds():
+            schema[keyword] = bound
+        if self.default is not None:
+            schema["default"] = self.default
+        return schema
+
+    def check(self, value: Any, tool: str, field: str | None = None) -> Any:
+        """Return ``value`` normalized (numbers as float, arrays as list) or raise ToolCallError."""
+        field = field or self.name
+        if self.type == "array":
+            return self._check_array(value, tool, field)
+        value = _check_type(self.type, value, tool, field)
+        if self.min_length is not None and len(value) < self.min_length:
+            raise _error(tool, field, f"must have at least {self.min_length} character(s)", value)
+        if self.enum is not None and value not in self.enum:
+            allowed = ", ".join(repr(option) for option in self.enum)
+            raise _error(tool, field, f"must be one of {allowed}", value)
+        for keyword, bound in self._bounds():
+            if not _BOUND_TESTS[keyword](value, bound):
+                limits = " and ".join(f"{_BOUND_SIGNS[k]} {b:g}" for k, b in self._bounds())
+                raise _error(tool, field, f"must be {limits}", value)
+        return value
+
+    def _check_array(self, value: Any, tool: str, field: str) -> list[Any]:
+        if hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
+            value = value.tolist()  # a numpy (or similar) vector
+        if not isinstance(value, (list, tuple)):
+            raise _error(tool, field, "must be an array", value)
+        if self.length is not None and len(value) != self.length:
+            raise _error(tool, field, f"must have exactly {self.length} items", value)
+        return [
+            _check_type(self.items, item, tool, f"{field}[{index}]")
+            for index, item in enumerate(value)
+        ]
+
+    def _bounds(self) -> list[tuple[str, float]]:
+        bounds = {
+            "minimum": self.minimum,
+            "exclusiveMinimum": self.exclusive_minimum,
+            "maximum": self.maximum,
+            "exclusiveMaximum": self.exclusive_maximum,
+        }
+        return [(keyword, bound) for keyword, bound in bounds.items() if bound is not None]
+
+
+_BOUND_TESTS = {
+    "minimum": lambda value, bound: value >= bound,
+    "exclusiveMinimum": lambda value, bound: value > bound,
+    "maximum": lambda value, bound: value <= bound,
+    "exclusiveMaximum": lambda value, bound: value < bound,
+}
+_BOUND_SIGNS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+
+
+def _error(tool: str, field: str, problem: str, value: Any) -> ToolCallError:
+    return ToolCallError(f"{tool}: '{field}' {problem}, got {_show(value)}", field=field)
+
+
+def _check_type(json_type: str | None, value: Any, tool: str, field: str) -> Any:
+    if json_type in ("number", "integer"):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise _error(tool, field, f"must be a{'n' if json_type == 'integer' else ''} {json_type}", value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise _error(tool, field, "must be a finite number", value)
+        if json_type == "integer":
+            if not number.is_integer():
+                raise _error(tool, field, "must be an integer", value)
+            return int(value)
+        return number
+    if json_type == "string" and not isinstance(value, str):
+        raise _error(tool, field, "must be a string", value)
+    if json_type == "boolean" and not isinstance(value, bool):
+        raise _error(tool, field, "must be a boolean", value)
+    return value
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool: its name, what it does, and its parameters."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...] = ()
+
+    def __post_init__(self) -> None:
+        by_name = {param.name: param for param in self.params}
+        if len(by_name) != len(self.params):
+            raise ValueError(f"tool {self.name!r}: parameter names must be unique")
+        for shorthand in self._shorthands():
+            for target in shorthand.shorthand_for:
+                param = by_name.get(target)
+                if param is None or not param.required or param.type != shorthand.items:
+                    raise ValueError(
+                        f"tool {self.name!r}: {shorthand.name!r} must stand for required "
+                        f"{shorthand.items} parameters, and {target!r} is not one"
+                    )
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """This tool in the OpenAI function-calling format."""
+        covered = {name for shorthand in self._shorthands() for name in shorthand.shorthand_for}
+        parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {param.name: param.schema() for param in self.params},
+            "required": [p.name for p in self.params if p.required and p.name not in covered],
+            "additionalProperties": False,
+        }
+        forms = [
+            [
+                {"required": list(s.shorthand_for), "properties": {s.name: False}},
+                {"required": [s.name], "properties": {n: False for n in s.shorthand_for}},
+            ]
+            for s in self._shorthands()
+        ]
+        if len(forms) == 1:
+            parameters["oneOf"] = forms[0]
+        elif forms:
+            parameters["allOf"] = [{"oneOf": form} for form in forms]
+        return function_schema(self.name, self.description, parameters)
+
+    def validate(self, params: Any) -> dict[str, Any]:
+        """Check a call's parameters; return them normalized with every parameter present.
+
+        Shorthand arrays are expanded (``target`` becomes ``target_x``, ``target_y``,
+        ``target_z``), defaults are filled in and omitted optional parameters are None.
+        """
+        if not isinstance(params, Mapping):
+            raise ToolCallError(
+                f"{self.name}: params must be a JSON object, got {json_type_name(params)}",
+                field="params",
+            )
+        known = {param.name for param in self.params}
+        for key in params:
+            if key not in known:
+                expected = ", ".join(sorted(known)) or "none"
+                raise ToolCallError(
+                    f"{self.name}: unknown parameter {key!r} (parameters: {expected})",
+                    field=str(key),
+                )
+        values = dict(params)
+        for shorthand in self._shorthands():
+            if shorthand.name not in values:
+                continue
+            given = [name for name in shorthand.shorthand_for if name in values]
+            if given:
+                raise ToolCallError(
+                    f"{self.name}: give either '{shorthand.name}' or "
+                    f"{_quoted(shorthand.shorthand_for)}, not both",
+                    field=shorthand.name,
+                )
+            expanded = shorthand.check(values.pop(shorthand.name), self.name)
+            values.update(zip(shorthand.shorthand_for, expanded))
+        normalized = {}
+        for param in self.params:
+            if param.shorthand_for:
+                continue
+            if param.name in values:
+                normalized[param.name] = param.check(values[param.name], self.name)
+            elif param.required:
+                raise ToolCallError(self._missing_message(param.name), field=param.name)
+            else:
+                normalized[param.name] = param.default
+        return normalized
+
+    def _shorthands(self) -> list[Param]:
+        return [param for param in self.params if param.shorthand_for]
+
+    def _missing_message(self, name: str) -> str:
+        message = f"{self.name}: missing required parameter '{name}'"
+        for shorthand in self._shorthands():
+            if name in shorthand.shorthand_for:
+                message += f" (or give '{shorthand.name}': [{', '.join(shorthand.shorthand_for)}])"
+        return message
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+class ToolRegistry(Mapping[str, ToolSpec]):
+    """An ordered set of tools, looked up by name."""
+
+    def __init__(self, tools: Iterable[ToolSpec]) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        for spec in tools:
+            if spec.name in self._tools:
+                raise ValueError(f"tool {spec.name!r} is declared twice")
+            self._tools[spec.name] = spec
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Tool names in declaration order."""
+        return tuple(self._tools)
+
+    def spec(self, name: Any) -> ToolSpec:
+        """The tool called ``name``; ToolCallError if there is none."""
+        if not isinstance(name, str):
+            raise ToolCallError(
+                f"tool name must be a string, got {json_type_name(name)}", field="tool"
+            )
+        if name not in self._tools:
+            raise ToolCallError(
+                f"unknown tool {name!r}; available tools: {', '.join(self._tools)}",
+                field="tool",
+            )
+        return self._tools[name]
+
+    def schemas(self, names: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """OpenAI function-calling schemas of the named tools (all of them by default)."""
+        if names is None:
+            names = self.names
+        elif isinstance(names, str):
+            names = [names]
+        return [copy.deepcopy(self.spec(name).schema) for name in names]
+
+    def validate(self, tool: Any, params: Any) -> dict[str, Any]:
+        """Validate and normalize the parameters of a call to ``tool`` (see ToolSpec.validate)."""
+        return self.spec(tool).validate(params)
+
+
+_NAME = dict(type="string", min_length=1)
+
+UNIVERSAL_TOOLS = ToolRegistry(
+    [
+        ToolSpec(
+            "move_to",
+            "Start walking toward a point on the ground. The agent keeps moving on later ticks, "
+            "steering around obstacles, until it arrives or another move_to or idle replaces the "
+            "order. Give the point as target_x, target_y, target_z or as target: [x, y, z]; "
+            "y is ignored because the world is flat.",
+            (
+                Param("target_x", "number", "X coordinate of the destination.", required=True),
+                Param("target_y", "number", "Y coordinate (height); ignored.", required=True),
+                Param("target_z", "number", "Z coordinate of the destination.", required=True),
+                Param(
+                    "target",
+                    "array",
+                    "The destination as [x, y, z], instead of target_x, target_y, target_z.",
+                    items="number",
+                    length=3,
+                    shorthand_for=("target_x", "target_y", "target_z"),
+                ),
+                Param(
+                    "speed",
+                    "number",
+                    "Speed multiplier: 1.0 walks 5 units per second; faster drains energy.",
+                    default=1.0,
+                    exclusive_minimum=0.0,
+                    maximum=2.0,
+                ),
+            ),
+        ),
+        ToolSpec(
+            "collect",
+            "Pick up a resource by name (for example Berry1) and put it in the inventory. "
+            "It must be within collection range (2 units): move_to it first.",
+            (Param("target_name", description="Name of the resource to pick up.", required=True, **_NAME),),
+        ),
+        ToolSpec(
+            "craft",
+            "Make an item from inventory materials at a crafting station, for example "
+            "iron_ingot at Furnace1. Stand within 2.5 units of a station of the recipe's type. "
+            "Materials are used up at once and the item arrives after the recipe's crafting "
+            "time; the agent is busy until then.",
+            (
+                Param("item_name", description="Recipe to make, e.g. iron_ingot.", required=True, **_NAME),
+                Param("station_name", description="Station to use, e.g. Furnace1.", required=True, **_NAME),
+            ),
+        ),
+        ToolSpec(
+            "query_world",
+            "List every entity within a radius, seen or not, optionally of one kind only. "
+            "The list arrives in the next observation as query_result.",
+            (
+                Param(
+                    "radius",
+                    "number",
+                    "Search radius in world units.",
+                    default=20.0,
+                    exclusive_minimum=0.0,
+                    maximum=50.0,
+                ),
+                Param(
+                    "filter_type",
+                    "string",
+                    "Only report entities of this kind; omit it to report all kinds.",
+                    enum=("resource", "hazard", "agent", "station"),
+                ),
+            ),
+        ),
+        ToolSpec(
+            "query_inventory",
+            "Report the inventory in detail (items with counts and types, capacity, space "
+            "used) in the next observation as inventory_details.",
+        ),
+        ToolSpec(
+            "send_message",
+            "Send a text message to teammates in communication range. It is delivered on the "
+            "next tick and may be lost on the way.",
+            (
+                Param("message", description="The text to send.", required=True, **_NAME),
+                Param(
+                    "target_agent",
+                    description='Agent to send it to, or "all" for every teammate in range.',
+                    default="all",
+                    **_NAME,
+                ),
+            ),
+        ),
+        ToolSpec("idle", "Do nothing this tick and stop any movement in progress."),
+    ]
+)
+
+TOOL_NAMES: tuple[str, ...] = UNIVERSAL_TOOLS.names
+"""The universal tools in order; the structured Gymnasium action uses the index in this tuple."""
+
+
+def tool_schemas(names: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """OpenAI function-calling schemas of the universal tools (all seven by default)."""
+    return UNIVERSAL_TOOLS.schemas(names)
+
+
+def validate_params(tool: Any, params: Any) -> dict[str, Any]:
+    """Validate a call to a universal tool and return its normalized parameters.
+
+    ``move_to`` always comes back as floats ``target_x``, ``target_y``, ``target_z`` and
+    ``speed``; defaults are filled in. Raises ToolCallError (code INVALID_PARAMS) naming the
+    bad field.
+    """
+    return UNIVERSAL_TOOLS.validate(tool, params)

@@ -1,0 +1,556 @@
+"""The vectorized world shared by every 2D scenario.
+
+A world is a :class:`WorldState`: a dataclass of numpy arrays whose first axis is the
+batch (``B`` worlds) and, for per-agent fields, whose second axis is the agent (``A``).
+Entity tables (resources, hazards, obstacles, stations) are padded to a fixed size per
+scenario; padding rows are absent (``alive`` false, radius 0, or far away).
+
+Coordinates are kept as separate ``x`` and ``z`` arrays (struct of arrays, float32):
+reductions over a trailing axis of size 2 are slow in numpy. The ground plane is x–z;
+y is always 0.
+
+:func:`apply_tools` and :func:`advance` are the two halves of one tick; scenarios call
+them from their own ``step`` and add rewards, termination and their own content.
+Everything here works on whole batches: no Python loop runs over worlds or entities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# The universal tools, in the order of the structured action's ``tool`` entry.
+TOOL_NAMES = ("move_to", "collect", "craft", "query_world", "query_inventory", "send_message", "idle")
+MOVE_TO, COLLECT, CRAFT, QUERY_WORLD, QUERY_INVENTORY, SEND_MESSAGE, IDLE = range(len(TOOL_NAMES))
+
+# Result codes of the last action; 0 is success, the rest are the seed's error codes.
+RESULT_CODES = ("OK", "OUT_OF_RANGE", "NOT_FOUND", "MISSING_MATERIALS", "INVALID_PARAMS", "BUSY", "INVENTORY_FULL")
+OK, OUT_OF_RANGE, NOT_FOUND, MISSING_MATERIALS, INVALID_PARAMS, BUSY, INVENTORY_FULL = range(len(RESULT_CODES))
+
+# ``query_world`` filters; 0 returns every kind.
+QUERY_FILTERS = ("all", "resource", "hazard", "agent", "station")
+
+HAZARD_TYPES = ("pit", "fire")
+OBSTACLE_KINDS = ("tree", "rock", "bush")
+
+F32 = np.float32
+FAR = F32(1e4)  # where absent entities sit: outside every radius, never in the way
+
+
+@dataclass(frozen=True)
+class WorldParams:
+    """The physical rules every 2D scenario shares (DESIGN §5). All are constructor arguments."""
+
+    half_size: float = 25.0
+    dt: float = 0.1
+    move_speed: float = 5.0
+    max_speed_multiplier: float = 2.0
+    arrive_distance: float = 0.5
+    agent_radius: float = 0.5
+    perception_radius: float = 10.0
+    collect_range: float = 2.0
+    craft_range: float = 2.5
+    query_radius_default: float = 20.0
+    query_radius_max: float = 50.0
+    inventory_capacity: int = 50
+    max_health: float = 100.0
+    max_energy: float = 100.0
+    energy_drain_per_s: float = 10.0  # per unit of speed multiplier above 1.0
+    energy_regen_per_s: float = 5.0
+    hazard_radius: float = 1.5
+    hazard_entry_damage: tuple[float, ...] = (25.0, 0.0)  # per hazard type: pit, fire
+    hazard_damage_per_s: tuple[float, ...] = (5.0, 10.0)
+    message_vocab_size: int = 16
+    max_ticks: int = 600
+    item_names: tuple[str, ...] = ("berry", "wood", "stone")
+    resource_types: tuple[str, ...] = ("berry", "wood", "stone")
+    station_types: tuple[str, ...] = ()
+
+
+QUERY_RESOURCE, QUERY_HAZARD, QUERY_AGENT, QUERY_STATION = 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class EntitySlots:
+    """Where each category of point entity sits in the state's entity table.
+
+    Resources, hazards and stations share one table (``ent_*`` arrays, E = R + H + S
+    columns) so that perception and queries are computed once for all of them.
+    """
+
+    resources: int = 0
+    hazards: int = 0
+    stations: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.resources + self.hazards + self.stations
+
+    @property
+    def res(self) -> slice:
+        return slice(0, self.resources)
+
+    @property
+    def haz(self) -> slice:
+        return slice(self.resources, self.resources + self.hazards)
+
+    @property
+    def st(self) -> slice:
+        return slice(self.resources + self.hazards, self.size)
+
+    @property
+    def category(self) -> np.ndarray:
+        """The ``query_world`` filter that matches each column."""
+        return np.repeat(np.array([QUERY_RESOURCE, QUERY_HAZARD, QUERY_STATION], np.int8),
+                         [self.resources, self.hazards, self.stations])
+
+
+@dataclass
+class WorldState:
+    """Every array of a batch of worlds. Shapes use B worlds, A agents, E point entities
+    (resources, hazards, stations: see :class:`EntitySlots`), O obstacles, I item kinds."""
+
+    # agents (B, A)
+    x: np.ndarray
+    z: np.ndarray
+    target_x: np.ndarray
+    target_z: np.ndarray
+    speed: np.ndarray
+    moving: np.ndarray
+    health: np.ndarray
+    energy: np.ndarray
+    alive: np.ndarray
+    inventory: np.ndarray  # (B, A, I) int32
+    in_hazard: np.ndarray  # (B, A, H) bool, for the pit's entry damage
+    damage_taken: np.ndarray  # (B, A) float32, whole episode
+    collected: np.ndarray  # (B, A) int32, whole episode
+    # the last action of each agent and its outcome (read by observations and the tool layer)
+    last_tool: np.ndarray  # (B, A) int8
+    last_code: np.ndarray  # (B, A) int8
+    last_index: np.ndarray  # (B, A) int16: the table row the action addressed
+    last_value: np.ndarray  # (B, A) float32: a number for the message (a distance)
+    query_radius: np.ndarray  # (B, A) float32
+    query_filter: np.ndarray  # (B, A) int8
+    # point entities (B, E): resources, then hazards, then stations
+    ent_x: np.ndarray
+    ent_z: np.ndarray
+    ent_kind: np.ndarray  # int8: index into resource_types / HAZARD_TYPES / station_types
+    ent_alive: np.ndarray  # bool: false for padding and collected resources
+    res_total: np.ndarray  # (B,) int32: resources placed this episode
+    # obstacles (B, O): circles; radius 0 marks padding
+    obst_x: np.ndarray
+    obst_z: np.ndarray
+    obst_r: np.ndarray
+    obst_kind: np.ndarray  # int8, index into OBSTACLE_KINDS
+    # time (B,)
+    tick: np.ndarray
+    episode: np.ndarray
+    # scenario extras live here so that `take`/`put` carry them too
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def zeros(cls, batch: int, agents: int, slots: EntitySlots, obstacles: int, items: int) -> WorldState:
+        B, A, E, H = batch, agents, slots.size, slots.hazards
+
+        def f(*shape, fill=0.0):
+            return np.full(shape, fill, F32)
+
+        return cls(
+            x=f(B, A), z=f(B, A), target_x=f(B, A), target_z=f(B, A), speed=f(B, A, fill=1.0),
+            moving=np.zeros((B, A), bool), health=f(B, A), energy=f(B, A),
+            alive=np.zeros((B, A), bool), inventory=np.zeros((B, A, items), np.int32),
+            in_hazard=np.zeros((B, A, H), bool), damage_taken=f(B, A),
+            collected=np.zeros((B, A), np.int32),
+            last_tool=np.full((B, A), IDLE, np.int8), last_code=np.zeros((B, A), np.int8),
+            last_index=np.zeros((B, A), np.int16), last_value=f(B, A),
+            query_radius=f(B, A), query_filter=np.zeros((B, A), np.int8),
+            ent_x=f(B, E, fill=FAR), ent_z=f(B, E, fill=FAR),
+            ent_kind=np.zeros((B, E), np.int8), ent_alive=np.zeros((B, E), bool),
+            res_total=np.zeros(B, np.int32),
+            obst_x=f(B, obstacles, fill=FAR), obst_z=f(B, obstacles, fill=FAR),
+            obst_r=f(B, obstacles), obst_kind=np.zeros((B, obstacles), np.int8),
+            tick=np.zeros(B, np.int32), episode=np.zeros(B, np.int32),
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return self.tick.shape[0]
+
+    def arrays(self):
+        """(name, array) for every array of the state, extras included."""
+        for f_ in dataclasses.fields(self):
+            if f_.name != "extra":
+                yield f_.name, getattr(self, f_.name)
+        yield from (("extra." + k, v) for k, v in self.extra.items())
+
+    def take(self, index) -> WorldState:
+        """A new state holding the worlds ``index`` (a copy)."""
+        kw = {f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self) if f_.name != "extra"}
+        return WorldState(**kw, extra={k: v[index] for k, v in self.extra.items()})
+
+    def put(self, index, part: WorldState) -> None:
+        """Write the worlds of ``part`` back at ``index``."""
+        for f_ in dataclasses.fields(self):
+            if f_.name != "extra":
+                getattr(self, f_.name)[index] = getattr(part, f_.name)
+        for k, v in self.extra.items():
+            v[index] = part.extra[k]
+
+    def copy(self) -> WorldState:
+        return self.take(slice(None))
+
+
+@dataclass
+class ToolActions:
+    """A decoded batch of structured actions, one entry per agent (arrays (B, A)).
+
+    ``valid`` is false where the chosen tool's parameters were bad (NaN, out of range,
+    missing): those agents get ``INVALID_PARAMS`` and nothing else happens to them.
+    """
+
+    tool: np.ndarray
+    valid: np.ndarray
+    target_x: np.ndarray
+    target_z: np.ndarray
+    speed: np.ndarray
+    collect_index: np.ndarray
+    recipe: np.ndarray
+    station: np.ndarray
+    query_radius: np.ndarray
+    query_filter: np.ndarray
+    message_token: np.ndarray
+    message_target: np.ndarray
+
+    def take(self, index) -> ToolActions:
+        return ToolActions(**{f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self)})
+
+
+@dataclass
+class TickEvents:
+    """What happened during one tick, for the scenario's rewards (arrays (B, A))."""
+
+    collected: np.ndarray  # resources collected this tick (0 or 1)
+    collected_kind: np.ndarray  # resource kind collected this tick, -1 if none
+    damage: np.ndarray  # health lost this tick
+
+
+# ---------------------------------------------------------------------------------------
+# one tick
+
+
+def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: ToolActions) -> TickEvents:
+    """Carry out the chosen tool of every living agent and record its result.
+
+    ``craft`` is resolved by the crafting scenario (it owns the recipes); in a world
+    without stations it answers ``NOT_FOUND``.
+    """
+    tool = act.tool
+    ok = act.valid & s.alive
+    code = ~act.valid * np.int8(INVALID_PARAMS)
+    index = np.zeros(tool.shape, np.int16)
+    value = np.zeros(tool.shape, F32)
+    used = np.bincount(tool.ravel(), minlength=len(TOOL_NAMES))
+    events = TickEvents(np.zeros(tool.shape, np.int32), np.full(tool.shape, -1, np.int8),
+                        np.zeros(tool.shape, F32))
+
+    if used[MOVE_TO]:  # a persistent target; success means movement started
+        move = ok & (tool == MOVE_TO)
+        np.copyto(s.target_x, act.target_x, where=move)
+        np.copyto(s.target_z, act.target_z, where=move)
+        np.copyto(s.speed, act.speed, where=move)
+        s.moving |= move
+    if used[IDLE]:
+        s.moving &= ~(ok & (tool == IDLE))
+    if used[COLLECT]:
+        _collect(params, slots, s, act, ok & (tool == COLLECT), code, index, value, events)
+    if used[CRAFT] and slots.stations == 0:
+        crafting = ok & (tool == CRAFT)
+        code[crafting] = NOT_FOUND
+        index[crafting] = act.station[crafting]
+    if used[QUERY_WORLD]:
+        query = ok & (tool == QUERY_WORLD)
+        np.copyto(s.query_radius, act.query_radius, where=query)
+        np.copyto(s.query_filter, act.query_filter, where=query, casting="unsafe")
+
+    s.last_tool[...] = tool
+    s.last_code[...] = code
+    s.last_index[...] = index
+    s.last_value[...] = value
+    return events
+
+
+def _collect(params, slots, s, act, collecting, code, index, value, events) -> None:
+    b, a = np.nonzero(collecting)
+    if len(b) == 0:
+        return
+    r = act.collect_index[b, a]
+    index[b, a] = r
+    exists = s.ent_alive[b, r]
+    dist = np.hypot(s.ent_x[b, r] - s.x[b, a], s.ent_z[b, r] - s.z[b, a])
+    in_range = dist <= params.collect_range
+    room = s.inventory[b, a].sum(-1) < params.inventory_capacity
+    code[b, a] = np.where(~exists, NOT_FOUND, np.where(~in_range, OUT_OF_RANGE,
+                                                        np.where(~room, INVENTORY_FULL, OK)))
+    value[b, a] = np.where(exists, dist, 0.0)
+    success = exists & in_range & room
+    if s.x.shape[1] > 1:  # two agents on one resource in the same tick: the lower index wins
+        order = np.flatnonzero(success)
+        _, first = np.unique((b * slots.size + r)[order], return_index=True)
+        lost = success.copy()
+        lost[order[first]] = False
+        code[b[lost], a[lost]] = NOT_FOUND
+        success &= ~lost
+    b, a, r = b[success], a[success], r[success]
+    kind = s.ent_kind[b, r]
+    s.ent_alive[b, r] = False
+    s.inventory[b, a, resource_items(params)[kind]] += 1
+    s.collected[b, a] += 1
+    events.collected[b, a] = 1
+    events.collected_kind[b, a] = kind
+
+
+def resource_items(params: WorldParams) -> np.ndarray:
+    """The inventory column each resource type goes to."""
+    return np.array([params.item_names.index(t) for t in params.resource_types], np.intp)
+
+
+def advance(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents) -> None:
+    """Let one tick of time pass: movement, energy, hazards, death, the clock."""
+    _move(params, s)
+    if slots.hazards:
+        _hazards(params, slots, s, events)
+    s.tick += 1
+
+
+def _move(params: WorldParams, s: WorldState) -> None:
+    moving = s.moving & s.alive
+    regen = F32(params.energy_regen_per_s * params.dt)
+    if not moving.any():
+        s.energy += regen
+        np.minimum(s.energy, F32(params.max_energy), out=s.energy)
+        return
+    dx = s.target_x - s.x
+    dz = s.target_z - s.z
+    dist = np.sqrt(dx * dx + dz * dz)
+    speed = np.where(s.energy > 0, s.speed, np.minimum(s.speed, F32(1.0)))
+    step = np.minimum(F32(params.move_speed * params.dt) * speed, dist) * moving
+    scale = step / np.maximum(dist, F32(1e-6))
+    vx = dx * scale
+    vz = dz * scale
+    nx = s.x + vx
+    nz = s.z + vz
+    if s.obst_r.shape[1]:
+        _slide_around_obstacles(params, s, nx, nz, vx, vz, step)
+    bound = F32(params.half_size - params.agent_radius)
+    np.maximum(np.minimum(nx, bound), -bound, out=s.x)
+    np.maximum(np.minimum(nz, bound), -bound, out=s.z)
+
+    # energy: sprinting (speed above 1) drains it, anything slower regains it
+    drain = F32(params.energy_drain_per_s * params.dt) * (speed - F32(1.0))
+    s.energy += np.where(moving & (speed > 1.0), -drain, regen)
+    np.maximum(np.minimum(s.energy, F32(params.max_energy)), F32(0.0), out=s.energy)
+
+    dx = s.target_x - s.x
+    dz = s.target_z - s.z
+    s.moving &= dx * dx + dz * dz >= F32(params.arrive_distance**2)
+
+
+def _slide_around_obstacles(params, s, nx, nz, vx, vz, step) -> None:
+    """Keep agents out of obstacle circles: one that runs into a circle slides along it.
+
+    ``nx, nz`` (the intended positions) are corrected in place.
+    """
+    reach = s.obst_r + F32(params.agent_radius)  # (B, O)
+    cx = nx[:, :, None] - s.obst_x[:, None, :]
+    cz = nz[:, :, None] - s.obst_z[:, None, :]
+    hit = (cx * cx + cz * cz < (reach * reach)[:, None, :]).any(-1)
+    b, a = np.nonzero(hit)
+    if len(b) == 0:
+        return
+    px, pz = s.x[b, a], s.z[b, a]
+    ox, oz, rr = s.obst_x[b], s.obst_z[b], reach[b]  # (k, O)
+    # the obstacle in the way: the deepest overlap of the intended position
+    j = np.argmin(np.hypot(nx[b, a][:, None] - ox, nz[b, a][:, None] - oz) - rr, axis=1)
+    k = np.arange(len(b))
+    nrm_x, nrm_z = px - ox[k, j], pz - oz[k, j]
+    nrm_len = np.maximum(np.hypot(nrm_x, nrm_z), F32(1e-6))
+    nrm_x, nrm_z = nrm_x / nrm_len, nrm_z / nrm_len
+    mvx, mvz, length = vx[b, a], vz[b, a], step[b, a]
+    into = mvx * nrm_x + mvz * nrm_z
+    tx, tz = mvx - into * nrm_x, mvz - into * nrm_z  # the part of the move along the surface
+    tangent_len = np.hypot(tx, tz)
+    # head-on: go round on the side the target lies on (left when exactly behind)
+    side = np.where(nrm_x * (s.target_z[b, a] - pz) - nrm_z * (s.target_x[b, a] - px) < 0, -1.0, 1.0)
+    head_on = tangent_len < 0.1 * length
+    safe_len = np.maximum(tangent_len, F32(1e-6))
+    tx = np.where(head_on, -nrm_z * side, tx / safe_len) * length
+    tz = np.where(head_on, nrm_x * side, tz / safe_len) * length
+    slide_x, slide_z = px + tx, pz + tz
+    # then push the slid position out of every circle it still overlaps
+    qx, qz = slide_x[:, None] - ox, slide_z[:, None] - oz
+    qd = np.maximum(np.hypot(qx, qz), F32(1e-6))
+    push = np.maximum(rr - qd, 0.0) / qd
+    nx[b, a] = slide_x + (qx * push).sum(-1)
+    nz[b, a] = slide_z + (qz * push).sum(-1)
+
+
+def _hazards(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents) -> None:
+    hz = slots.haz
+    dx = s.x[:, :, None] - s.ent_x[:, None, hz]
+    dz = s.z[:, :, None] - s.ent_z[:, None, hz]
+    inside = dx * dx + dz * dz < F32(params.hazard_radius**2)
+    entered = inside & ~s.in_hazard
+    s.in_hazard[...] = inside
+    if not inside.any():
+        return
+    kind = s.ent_kind[:, None, hz]
+    entry = np.asarray(params.hazard_entry_damage, F32)[kind]
+    per_tick = np.asarray(params.hazard_damage_per_s, F32)[kind] * F32(params.dt)
+    damage = np.minimum((entered * entry + inside * per_tick).sum(-1) * s.alive, s.health)
+    s.health -= damage
+    s.damage_taken += damage
+    events.damage += damage
+    s.alive &= s.health > 0
+    s.moving &= s.alive
+
+
+# ---------------------------------------------------------------------------------------
+# perception
+
+
+def line_of_sight(s: WorldState, obstacles: tuple, ex: np.ndarray, ez: np.ndarray, d2: np.ndarray,
+                  candidates: np.ndarray) -> np.ndarray:
+    """Clear ``candidates`` (B, A, E) in place where an obstacle hides the entity.
+
+    ``obstacles`` are the agents' offsets to the obstacles (:func:`relative`) and ``d2``
+    the squared agent–entity distances. A pair needs testing only when some obstacle's
+    edge is nearer to the agent than the entity; those pairs are gathered and tested
+    against every obstacle of their world, so the cost follows what is near.
+    """
+    if s.obst_r.shape[1] == 0:
+        return candidates
+    ox, oz, o2 = obstacles
+    nearest_edge = (np.sqrt(o2) - s.obst_r[:, None, :]).min(-1)
+    b, a, e = np.nonzero(candidates & (d2 > (nearest_edge * nearest_edge)[:, :, None]))
+    if len(b) == 0:
+        return candidates
+    dx = (ex[b, e] - s.x[b, a])[:, None]
+    dz = (ez[b, e] - s.z[b, a])[:, None]
+    fx, fz, r = ox[b, a], oz[b, a], s.obst_r[b]  # (P, O)
+    seg2 = dx * dx + dz * dz
+    along = fx * dx
+    along += fz * dz
+    across = fx * dz
+    across -= fz * dx
+    across *= across
+    # blocked: the obstacle's centre projects inside the segment, closer to it than its radius
+    blocked = (across < r * r * seg2) & (along > 0) & (along < seg2)
+    hidden = blocked.any(-1)
+    candidates[b[hidden], a[hidden], e[hidden]] = False
+    return candidates
+
+
+def relative(s: WorldState, ex: np.ndarray, ez: np.ndarray):
+    """Offsets and squared distances from every agent to every entity: (B, A, E) each."""
+    dx = ex[:, None, :] - s.x[:, :, None]
+    dz = ez[:, None, :] - s.z[:, :, None]
+    return dx, dz, dx * dx + dz * dz
+
+
+TABLE_COLUMNS = ("visible", "in_query", "dx", "dz", "distance")
+
+
+def entity_table(params: WorldParams, slots: EntitySlots, s: WorldState, n_kinds: int,
+                 obstacles: tuple) -> np.ndarray:
+    """The observation rows of every point entity for every agent: (B, A, E, 5 + n_kinds).
+
+    Columns: visible, in the last ``query_world`` result, dx, dz, distance, then the
+    entity's kind one-hot (kinds of its own category). Rows neither visible nor queried
+    are zero. Perception reaches ``perception_radius`` and needs a clear line of sight;
+    a query ignores line of sight (DESIGN §5). Scenarios slice the rows per category.
+    ``obstacles`` are the agents' offsets to the obstacles (:func:`relative`).
+    """
+    dx, dz, d2 = relative(s, s.ent_x, s.ent_z)
+    present = s.ent_alive[:, None, :]
+    visible = line_of_sight(s, obstacles, s.ent_x, s.ent_z, d2,
+                            (d2 <= F32(params.perception_radius**2)) & present & s.alive[:, :, None])
+    table = np.empty(d2.shape + (len(TABLE_COLUMNS) + n_kinds,), F32)
+    table[..., 0] = visible
+    asked = (s.last_tool == QUERY_WORLD) & (s.last_code == OK)
+    if asked.any():
+        filt = s.query_filter[:, :, None]
+        queried = (asked[:, :, None] & present & (d2 <= (s.query_radius * s.query_radius)[:, :, None])
+                   & ((filt == 0) | (filt == slots.category)))
+        table[..., 1] = queried
+        shown = (visible | queried).astype(F32)
+    else:
+        table[..., 1] = 0.0
+        shown = visible.astype(F32)
+    np.multiply(dx, shown, out=table[..., 2])
+    np.multiply(dz, shown, out=table[..., 3])
+    np.multiply(np.sqrt(d2), shown, out=table[..., 4])
+    one_hot = s.ent_kind[:, None, :, None] == np.arange(n_kinds, dtype=np.int8)
+    np.multiply(one_hot, shown[..., None], out=table[..., 5:])
+    return table
+
+
+def table_bounds(params: WorldParams, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Low and high of every column of :func:`entity_table`."""
+    reach = max(2 * params.half_size, params.query_radius_max)
+    low = np.array([0, 0, -reach, -reach, 0] + [0] * n_kinds, F32)
+    high = np.array([1, 1, reach, reach, reach * np.sqrt(2)] + [1] * n_kinds, F32)
+    return low, high
+
+
+def obstacle_table(params: WorldParams, s: WorldState, obstacles: tuple) -> np.ndarray:
+    """Obstacles near each agent: (B, A, O, 4) rows of visible, dx, dz, radius.
+
+    An obstacle is visible when any part of it lies within the perception radius.
+    """
+    dx, dz, d2 = obstacles
+    reach = F32(params.perception_radius) + s.obst_r
+    seen = ((d2 <= (reach * reach)[:, None, :]) & (s.obst_r > 0)[:, None, :] & s.alive[:, :, None]).astype(F32)
+    table = np.empty(seen.shape + (4,), F32)
+    table[..., 0] = seen
+    np.multiply(dx, seen, out=table[..., 1])
+    np.multiply(dz, seen, out=table[..., 2])
+    np.multiply(s.obst_r[:, None, :], seen, out=table[..., 3])
+    return table
+
+
+def reset_agents(params: WorldParams, s: WorldState, index: np.ndarray, x: np.ndarray, z: np.ndarray) -> None:
+    """Put the agents of worlds ``index`` at (x, z) (arrays (n, A)) with fresh bodies."""
+    s.x[index] = x
+    s.z[index] = z
+    s.target_x[index] = x
+    s.target_z[index] = z
+    s.speed[index] = 1.0
+    s.moving[index] = False
+    s.health[index] = params.max_health
+    s.energy[index] = params.max_energy
+    s.alive[index] = True
+    s.inventory[index] = 0
+    s.in_hazard[index] = False
+    s.damage_taken[index] = 0.0
+    s.collected[index] = 0
+    s.last_tool[index] = IDLE
+    s.last_code[index] = OK
+    s.last_index[index] = 0
+    s.last_value[index] = 0.0
+    s.query_radius[index] = 0.0
+    s.query_filter[index] = 0
+    s.tick[index] = 0
+    s.episode[index] += 1
+
+
+def first_valid(candidates: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pick, per slot, the first candidate that passed its checks.
+
+    ``candidates`` is (..., C, F) and ``ok`` is (..., C); returns the chosen (..., F) values
+    and whether any candidate passed (slots where none did stay empty).
+    """
+    j = ok.argmax(-1)[..., None, None]
+    chosen = np.take_along_axis(candidates, j, axis=-2)[..., 0, :]
+    return chosen, ok.any(-1)
