@@ -87,7 +87,7 @@ class ArenaEnv(gym.Env):
     def step(self, action):
         actions = decode_actions(action, (1,), self.action_space, self.scenario.params, single=True)
         reward, terminated, truncated = self.scenario.step(self.state, actions)
-        obs = _row(self.scenario.observe(self.state), 0)
+        obs = {k: v[0] for k, v in self.scenario.observe(self.state).items()}
         return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()
 
     def _info(self) -> dict[str, Any]:

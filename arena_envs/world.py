@@ -186,7 +186,7 @@ class WorldState:
         yield from (("extra." + k, v) for k, v in self.extra.items())
 
     def take(self, index) -> WorldState:
-        """A new state holding the worlds ``index`` (a copy)."""
+        """A new state holding the worlds ``index`` (an integer array: a copy)."""
         kw = {f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self) if f_.name != "extra"}
         return WorldState(**kw, extra={k: v[index] for k, v in self.extra.items()})
 
@@ -199,7 +199,8 @@ class WorldState:
             v[index] = part.extra[k]
 
     def copy(self) -> WorldState:
-        return self.take(slice(None))
+        kw = {f_.name: getattr(self, f_.name).copy() for f_ in dataclasses.fields(self) if f_.name != "extra"}
+        return WorldState(**kw, extra={k: v.copy() for k, v in self.extra.items()})
 
 
 @dataclass
@@ -432,24 +433,35 @@ def line_of_sight(s: WorldState, obstacles: tuple, ex: np.ndarray, ez: np.ndarra
     if s.obst_r.shape[1] == 0:
         return candidates
     ox, oz, o2 = obstacles
-    nearest_edge = (np.sqrt(o2) - s.obst_r[:, None, :]).min(-1)
+    r = s.obst_r
+    if candidates.size * r.shape[1] <= DENSE_LIMIT:  # small batches: test every pair at once
+        hidden = _blocked(ox[:, :, None, :], oz[:, :, None, :], r[:, None, None, :],
+                          (ex[:, None, :] - s.x[:, :, None])[..., None],
+                          (ez[:, None, :] - s.z[:, :, None])[..., None])
+        candidates &= ~hidden
+        return candidates
+    nearest_edge = (np.sqrt(o2) - r[:, None, :]).min(-1)
     b, a, e = np.nonzero(candidates & (d2 > (nearest_edge * nearest_edge)[:, :, None]))
     if len(b) == 0:
         return candidates
-    dx = (ex[b, e] - s.x[b, a])[:, None]
-    dz = (ez[b, e] - s.z[b, a])[:, None]
-    fx, fz, r = ox[b, a], oz[b, a], s.obst_r[b]  # (P, O)
+    hidden = _blocked(ox[b, a], oz[b, a], r[b], (ex[b, e] - s.x[b, a])[:, None], (ez[b, e] - s.z[b, a])[:, None])
+    candidates[b[hidden], a[hidden], e[hidden]] = False
+    return candidates
+
+
+DENSE_LIMIT = 4096  # pairs × obstacles below which line of sight skips the gather
+
+
+def _blocked(fx, fz, r, dx, dz) -> np.ndarray:
+    """Whether an obstacle (offset f, radius r; last axis) hides an entity at offset d."""
     seg2 = dx * dx + dz * dz
     along = fx * dx
     along += fz * dz
     across = fx * dz
     across -= fz * dx
     across *= across
-    # blocked: the obstacle's centre projects inside the segment, closer to it than its radius
-    blocked = (across < r * r * seg2) & (along > 0) & (along < seg2)
-    hidden = blocked.any(-1)
-    candidates[b[hidden], a[hidden], e[hidden]] = False
-    return candidates
+    # the obstacle's centre projects inside the segment and lies closer to it than its radius
+    return ((across < r * r * seg2) & (along > 0) & (along < seg2)).any(-1)
 
 
 def relative(s: WorldState, ex: np.ndarray, ez: np.ndarray):

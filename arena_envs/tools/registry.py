@@ -21,7 +21,8 @@ from typing import Any
 
 from .errors import ToolCallError
 
-JSON_TYPES = ("string", "number", "integer", "boolean", "array")
+SCALAR_TYPES = ("string", "number", "integer", "boolean")
+JSON_TYPES = (*SCALAR_TYPES, "array")
 
 
 def function_schema(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -84,10 +85,8 @@ class Param:
             raise ValueError(f"param {self.name!r}: type must be one of {JSON_TYPES}")
         if self.required and self.default is not None:
             raise ValueError(f"param {self.name!r}: a required parameter has no default")
-        if (self.items is None) != (self.type != "array"):
-            raise ValueError(f"param {self.name!r}: arrays, and only arrays, declare items")
-        if self.items is not None and self.items not in JSON_TYPES[:4]:
-            raise ValueError(f"param {self.name!r}: items must be a scalar JSON type")
+        if (self.type == "array") != (self.items in SCALAR_TYPES):
+            raise ValueError(f"param {self.name!r}: arrays, and only arrays, have scalar items")
         if self.shorthand_for and self.length != len(self.shorthand_for):
             raise ValueError(f"param {self.name!r}: length must match shorthand_for")
 
@@ -113,17 +112,18 @@ class Param:
         field = field or self.name
         if self.type == "array":
             return self._check_array(value, tool, field)
-        value = _check_type(self.type, value, tool, field)
-        if self.min_length is not None and len(value) < self.min_length:
-            raise _error(tool, field, f"must have at least {self.min_length} character(s)", value)
-        if self.enum is not None and value not in self.enum:
+        checked = _check_type(self.type, value, tool, field)
+        if self.min_length is not None and len(checked) < self.min_length:
+            problem = "must not be empty" if self.min_length == 1 else f"needs {self.min_length}+ characters"
+            raise _error(tool, field, problem, value)
+        if self.enum is not None and checked not in self.enum:
             allowed = ", ".join(repr(option) for option in self.enum)
             raise _error(tool, field, f"must be one of {allowed}", value)
         for keyword, bound in self._bounds():
-            if not _BOUND_TESTS[keyword](value, bound):
+            if not _BOUND_TESTS[keyword](checked, bound):
                 limits = " and ".join(f"{_BOUND_SIGNS[k]} {b:g}" for k, b in self._bounds())
                 raise _error(tool, field, f"must be {limits}", value)
-        return value
+        return checked
 
     def _check_array(self, value: Any, tool: str, field: str) -> list[Any]:
         if hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
@@ -132,10 +132,7 @@ class Param:
             raise _error(tool, field, "must be an array", value)
         if self.length is not None and len(value) != self.length:
             raise _error(tool, field, f"must have exactly {self.length} items", value)
-        return [
-            _check_type(self.items, item, tool, f"{field}[{index}]")
-            for index, item in enumerate(value)
-        ]
+        return [_check_type(self.items, item, tool, f"{field}[{index}]") for index, item in enumerate(value)]
 
     def _bounds(self) -> list[tuple[str, float]]:
         bounds = {
@@ -160,10 +157,13 @@ def _error(tool: str, field: str, problem: str, value: Any) -> ToolCallError:
     return ToolCallError(f"{tool}: '{field}' {problem}, got {_show(value)}", field=field)
 
 
+_ARTICLES = {"number": "a number", "integer": "an integer", "string": "a string", "boolean": "a boolean"}
+
+
 def _check_type(json_type: str | None, value: Any, tool: str, field: str) -> Any:
     if json_type in ("number", "integer"):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise _error(tool, field, f"must be a{'n' if json_type == 'integer' else ''} {json_type}", value)
+            raise _error(tool, field, f"must be {_ARTICLES[json_type]}", value)
         try:
             number = float(value)
         except OverflowError:
@@ -252,12 +252,11 @@ class ToolSpec:
             given = [name for name in shorthand.shorthand_for if name in values]
             if given:
                 raise ToolCallError(
-                    f"{self.name}: give either '{shorthand.name}' or "
-                    f"{_quoted(shorthand.shorthand_for)}, not both",
+                    f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, not both",
                     field=shorthand.name,
                 )
             expanded = shorthand.check(values.pop(shorthand.name), self.name)
-            values.update(zip(shorthand.shorthand_for, expanded))
+            values.update(zip(shorthand.shorthand_for, expanded, strict=True))
         normalized = {}
         for param in self.params:
             if param.shorthand_for:
@@ -312,9 +311,7 @@ class ToolRegistry(Mapping[str, ToolSpec]):
     def spec(self, name: Any) -> ToolSpec:
         """The tool called ``name``; ToolCallError if there is none."""
         if not isinstance(name, str):
-            raise ToolCallError(
-                f"tool name must be a string, got {json_type_name(name)}", field="tool"
-            )
+            raise ToolCallError(f"tool name must be a string, got {json_type_name(name)}", field="tool")
         if name not in self._tools:
             raise ToolCallError(
                 f"unknown tool {name!r}; available tools: {', '.join(self._tools)}",
@@ -335,7 +332,9 @@ class ToolRegistry(Mapping[str, ToolSpec]):
         return self.spec(tool).validate(params)
 
 
-_NAME = dict(type="string", min_length=1)
+def _name_param(name: str, description: str, **options: Any) -> Param:
+    return Param(name, "string", description, min_length=1, **options)
+
 
 UNIVERSAL_TOOLS = ToolRegistry(
     [
@@ -371,7 +370,7 @@ UNIVERSAL_TOOLS = ToolRegistry(
             "collect",
             "Pick up a resource by name (for example Berry1) and put it in the inventory. "
             "It must be within collection range (2 units): move_to it first.",
-            (Param("target_name", description="Name of the resource to pick up.", required=True, **_NAME),),
+            (_name_param("target_name", "Name of the resource to pick up.", required=True),),
         ),
         ToolSpec(
             "craft",
@@ -380,8 +379,8 @@ UNIVERSAL_TOOLS = ToolRegistry(
             "Materials are used up at once and the item arrives after the recipe's crafting "
             "time; the agent is busy until then.",
             (
-                Param("item_name", description="Recipe to make, e.g. iron_ingot.", required=True, **_NAME),
-                Param("station_name", description="Station to use, e.g. Furnace1.", required=True, **_NAME),
+                _name_param("item_name", "Recipe to make, e.g. iron_ingot.", required=True),
+                _name_param("station_name", "Station to use, e.g. Furnace1.", required=True),
             ),
         ),
         ToolSpec(
@@ -415,12 +414,11 @@ UNIVERSAL_TOOLS = ToolRegistry(
             "Send a text message to teammates in communication range. It is delivered on the "
             "next tick and may be lost on the way.",
             (
-                Param("message", description="The text to send.", required=True, **_NAME),
-                Param(
+                _name_param("message", "The text to send.", required=True),
+                _name_param(
                     "target_agent",
-                    description='Agent to send it to, or "all" for every teammate in range.',
+                    'Agent to send it to, or "all" for every teammate in range.',
                     default="all",
-                    **_NAME,
                 ),
             ),
         ),

@@ -196,7 +196,7 @@ def generate_treasure_hunt(
         ValueError: for an unknown difficulty or a parameter out of range, or a
             ``base_path`` that is not an empty directory.
     """
-    params = _validated_params(difficulty, depth, branching_factor, file_density)
+    params = hunt_params(difficulty, depth, branching_factor, file_density)
     if seed is None:
         seed = random.SystemRandom().getrandbits(63)
     elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -220,12 +220,13 @@ def generate_treasure_hunt(
     return TreasureHunt(root=backend.root, config=config, layout=layout, backend=backend)
 
 
-def _validated_params(
-    difficulty: str,
-    depth: int | None,
-    branching_factor: int | None,
-    file_density: float | None,
+def hunt_params(
+    difficulty: str = "easy",
+    depth: int | None = None,
+    branching_factor: int | None = None,
+    file_density: float | None = None,
 ) -> HuntParams:
+    """The preset of ``difficulty`` with the given overrides, checked; raises ``ValueError``."""
     if difficulty not in PRESETS:
         raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {sorted(PRESETS)}")
     preset = PRESETS[difficulty]

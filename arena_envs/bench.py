@@ -1,0 +1,134 @@
+"""``arena-bench``: steps per second of every interface, measured in one run.
+
+Each row steps an env with random valid actions (sampled ahead of time, so sampling is
+not timed) for at least ``--seconds`` and reports steps/s. The ratios at the bottom
+compare rows of the same run: the native batch against a ``SyncVectorEnv`` of single
+envs (what a user would otherwise build), and against Gymnasium's own ``CartPole-v1``
+vector env as a reference for the speed of this machine.
+
+    arena-bench                      # the full table
+    arena-bench --seconds 0.5 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+import arena_envs  # noqa: F401  (registers the envs)
+
+ACTION_POOL = 16  # distinct pre-sampled action batches cycled through
+
+
+def _rate(step: Callable[[int], None], units_per_step: int, seconds: float) -> float:
+    """Units per second of ``step(i)``, after a short warm-up."""
+    for i in range(3):
+        step(i)
+    done, start = 0, time.perf_counter()
+    while True:
+        for _ in range(10):
+            step(done)
+            done += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return done * units_per_step / elapsed
+
+
+def vector_rate(env_id: str, num_envs: int, seconds: float, **kwargs) -> float:
+    """Env-steps/s of ``gym.make_vec`` (the native vector env unless kwargs say otherwise)."""
+    envs = gym.make_vec(env_id, num_envs=num_envs, **kwargs)
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
+    rate = _rate(lambda i: envs.step(pool[i % ACTION_POOL]), num_envs, seconds)
+    envs.close()
+    return rate
+
+
+def single_rate(env_id: str, seconds: float, **kwargs) -> float:
+    """Steps/s of one ``gym.make`` env, resetting when an episode ends."""
+    env = gym.make(env_id, **kwargs)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    pool = [env.action_space.sample() for _ in range(ACTION_POOL)]
+
+    def step(i):
+        _, _, terminated, truncated, _ = env.step(pool[i % ACTION_POOL])
+        if terminated or truncated:
+            env.reset()
+
+    rate = _rate(step, 1, seconds)
+    env.close()
+    return rate
+
+
+def foraging_rows(seconds: float) -> list[tuple[str, float, str]]:
+    env_id = "arena_envs/Foraging-v0"
+    rows = [(f"Foraging native batch B={b}", vector_rate(env_id, b, seconds), "env-steps/s")
+            for b in (1, 64, 1024, 4096)]
+    rows.append(("Foraging single env (gym.make)", single_rate(env_id, seconds), "env-steps/s"))
+    rows.append(("Foraging SyncVectorEnv of 64 single envs",
+                 vector_rate(env_id, 64, seconds, vectorization_mode="sync"), "env-steps/s"))
+    return rows
+
+
+def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
+    return [("CartPole-v1 native vector env B=4096 (reference)",
+             vector_rate("CartPole-v1", 4096, seconds, vectorization_mode="vector_entry_point"), "env-steps/s")]
+
+
+def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
+    from arena_envs.treasure_hunt.bench import bench_rows
+
+    return bench_rows(seconds)
+
+
+SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
+    "foraging": foraging_rows,
+    "treasure_hunt": treasure_hunt_rows,
+    "reference": reference_rows,
+}
+
+# (numerator row, denominator row) pairs reported as ratios when both were measured
+RATIOS = (
+    ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
+    ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
+    ("Foraging native batch B=4096", "Foraging single env (gym.make)"),
+)
+
+
+def format_table(rows: list[tuple[str, float, str]]) -> str:
+    width = max(len(r[0]) for r in rows)
+    lines = [f"| {'row':<{width}} | {'rate':>14} | unit |", f"|{'-' * (width + 2)}|{'-' * 16}|{'-' * 15}|"]
+    lines += [f"| {name:<{width}} | {rate:>14,.0f} | {unit} |" for name, rate, unit in rows]
+    rates = {name: rate for name, rate, _ in rows}
+    ratios = [(a, b) for a, b in RATIOS if a in rates and b in rates]
+    if ratios:
+        lines.append("")
+        lines += [f"{a} / {b}: {rates[a] / rates[b]:,.3g}x" for a, b in ratios]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
+    parser = argparse.ArgumentParser(prog="arena-bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per row (default 2)")
+    parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default all)")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, float, str]] = []
+    for name in args.only or SECTIONS:
+        rows += SECTIONS[name](args.seconds)
+    print(format_table(rows), flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([{"row": n, "rate": r, "unit": u} for n, r, u in rows], fh, indent=2)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

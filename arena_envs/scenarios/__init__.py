@@ -1,1 +1,0 @@
-"""Scenarios as pure functions over batched state."""

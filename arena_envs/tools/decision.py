@@ -1,0 +1,206 @@
+"""``Decision``: one tool call chosen by an agent, and a forgiving parser for model output."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ToolCallError
+from .registry import json_type_name
+
+MAX_OUTPUT_CHARS = 100_000
+"""Longer model output is refused rather than searched."""
+
+_TOOL_KEYS = ("tool", "tool_name", "name", "function", "action")
+_PARAM_KEYS = ("params", "arguments", "parameters", "args", "input", "action_input")
+_REASONING_KEYS = ("reasoning", "reason", "thought")
+_WRAPPER_KEYS = ("function", "function_call", "tool_call", "tool", "action")
+_API_TYPES = ("function", "function_call", "tool_call", "tool_use")
+_MAX_NESTING = 4
+_MAX_EMBEDDED_ATTEMPTS = 200
+
+
+@dataclass
+class Decision:
+    """One tool call: which tool, its parameters and, optionally, why."""
+
+    tool: str
+    params: dict[str, Any] = field(default_factory=dict)
+    reasoning: str | None = None
+
+    @classmethod
+    def idle(cls, reasoning: str | None = None) -> Decision:
+        """The call that does nothing this tick."""
+        return cls("idle", {}, reasoning)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"tool", "params"}`` plus ``"reasoning"`` when there is one; a deep copy."""
+        data: dict[str, Any] = {"tool": self.tool, "params": copy.deepcopy(dict(self.params))}
+        if self.reasoning is not None:
+            data["reasoning"] = self.reasoning
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        """The inverse of ``to_dict``. Raises ToolCallError on any other shape."""
+        if not isinstance(data, Mapping):
+            raise ToolCallError(f"a decision must be an object, got {json_type_name(data)}")
+        unknown = sorted(str(key) for key in data if key not in ("tool", "params", "reasoning"))
+        if unknown:
+            raise ToolCallError(f"unknown decision key(s): {', '.join(unknown)}", field=unknown[0])
+        tool, params, reasoning = data.get("tool"), data.get("params", {}), data.get("reasoning")
+        if not isinstance(tool, str) or not tool:
+            raise _wrong("tool", "a non-empty string", tool)
+        if not isinstance(params, Mapping):
+            raise _wrong("params", "an object", params)
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise _wrong("reasoning", "a string", reasoning)
+        return cls(tool, copy.deepcopy(dict(params)), reasoning)
+
+
+def _wrong(key: str, expected: str, value: Any) -> ToolCallError:
+    return ToolCallError(f"{key!r} must be {expected}, got {json_type_name(value)}", field=key)
+
+
+def parse_decision(raw: Any) -> Decision:
+    """Read a Decision from whatever a model or an agent produced.
+
+    Accepts a Decision; a dict; or text holding JSON, alone, in a fenced block or within
+    prose. The tool name may be under ``tool``, ``name``, ``tool_name``, ``function`` or
+    ``action``, and the parameters under ``params``, ``arguments`` (an object or a JSON
+    string), ``parameters``, ``args``, ``input`` or ``action_input``, or they may sit beside
+    the tool name. OpenAI shapes (``{"type": "function", "function": {...}}``, a message
+    with one entry in ``tool_calls``, SDK objects with ``model_dump``) and Anthropic
+    ``tool_use`` blocks are read too. Anything else raises ToolCallError (INVALID_PARAMS).
+    The parameters are not checked here: see ``validate_params``.
+    """
+    if isinstance(raw, Decision):
+        return raw
+    if callable(getattr(raw, "model_dump", None)):
+        raw = raw.model_dump()
+    if isinstance(raw, Mapping):
+        return _from_mapping(raw)
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ToolCallError(f"model output is not UTF-8 text: {error}") from None
+    if isinstance(raw, str):
+        return _from_text(raw)
+    raise ToolCallError(f"cannot read a tool call from {json_type_name(raw)}; expected text, an object or a Decision")
+
+
+def _from_text(text: str) -> Decision:
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise ToolCallError(f"model output is too long ({len(text)} characters, limit {MAX_OUTPUT_CHARS})")
+    text = text.strip()
+    if not text:
+        raise ToolCallError('model output is empty; expected a JSON tool call like {"tool": "idle"}')
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        whole_text_error = error
+    else:
+        if isinstance(value, Mapping):
+            return _from_mapping(value)
+        if isinstance(value, str):
+            return _from_text(value)  # JSON encoded twice
+        raise ToolCallError(f"expected a JSON object holding a tool call, got a JSON {json_type_name(value)}")
+    call = _embedded_call(text)
+    if call is not None:
+        return _from_mapping(call)
+    if text[0] in "{[":
+        raise ToolCallError(f"model output is not valid JSON: {whole_text_error}")
+    preview = text if len(text) <= 80 else text[:77] + "..."
+    raise ToolCallError(f"no JSON tool call found in model output {preview!r}")
+
+
+def _embedded_call(text: str) -> Mapping[str, Any] | None:
+    """The first JSON object in ``text`` that names a tool, if any."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(_MAX_EMBEDDED_ATTEMPTS):
+        if start < 0:
+            break
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if isinstance(value, dict) and _names_a_tool(value):
+                return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def _names_a_tool(data: Mapping[str, Any]) -> bool:
+    return any(key in data for key in (*_TOOL_KEYS, *_WRAPPER_KEYS, "tool_calls"))
+
+
+def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None = None) -> Decision:
+    if depth > _MAX_NESTING:
+        raise ToolCallError("tool call is nested too deeply")
+    reasoning = _reasoning(data) or reasoning
+    calls, content = data.get("tool_calls"), data.get("content")
+    if not calls and isinstance(content, list):  # Anthropic content blocks
+        calls = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    if calls:
+        if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
+            raise ToolCallError("'tool_calls' must be a list of objects", field="tool_calls")
+        if len(calls) != 1:
+            raise ToolCallError(f"expected exactly one tool call per step, got {len(calls)}", field="tool_calls")
+        return _from_mapping(calls[0], depth + 1, reasoning)
+    if "role" in data and isinstance(content, str):  # a chat message answered in text
+        return _with_reasoning(_from_text(content), reasoning)
+    for key in _WRAPPER_KEYS:
+        if isinstance(data.get(key), Mapping):
+            return _from_mapping(data[key], depth + 1, reasoning)
+
+    tool_key = next((key for key in _TOOL_KEYS if key in data), None)
+    if tool_key is None:
+        raise ToolCallError("no tool name found; expected a key such as 'tool' or 'name'", field="tool")
+    tool = data[tool_key]
+    if not isinstance(tool, str) or not tool.strip():
+        raise ToolCallError(f"tool name must be a non-empty string, got {json_type_name(tool)}", field="tool")
+    tool = tool.strip()
+
+    params_key = next((key for key in _PARAM_KEYS if key in data), None)
+    if params_key is not None:
+        params = _params(data[params_key], tool)
+    elif data.get("type") in _API_TYPES:
+        params = {}
+    else:  # flat form: {"tool": "collect", "target_name": "Berry1"}
+        params = {k: v for k, v in data.items() if k != tool_key and k not in _REASONING_KEYS}
+    return Decision(tool, params, reasoning)
+
+
+def _params(value: Any, tool: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise ToolCallError(f"arguments of {tool!r} are not valid JSON: {error}", field="params") from None
+    if not isinstance(value, Mapping):
+        raise ToolCallError(
+            f"arguments of {tool!r} must be a JSON object, got {json_type_name(value)}",
+            field="params",
+        )
+    return dict(value)
+
+
+def _reasoning(data: Mapping[str, Any]) -> str | None:
+    value = next((data[key] for key in _REASONING_KEYS if key in data), None)
+    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _with_reasoning(decision: Decision, reasoning: str | None) -> Decision:
+    if decision.reasoning is None:
+        decision.reasoning = reasoning
+    return decision

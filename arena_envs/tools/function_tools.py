@@ -1,0 +1,381 @@
+"""AgentFly-style tools: functions, methods and classes a model calls with JSON arguments.
+
+Three ways to make one, all with a ``.name``, an OpenAI ``.schema`` derived from the
+signature and the Google-style docstring, and ``await t.acall(**arguments)``::
+
+    @tool(name="add", description="Add two numbers.")
+    def add(a: int, b: int = 1) -> int: ...
+
+    class Search(BaseTool):
+        name = "search"
+        description = "Search the notes."
+        async def call(self, query: str) -> str: ...
+
+    class Agent:
+        @tool
+        async def remember(self, fact: str) -> str: ...   # agent.remember is bound
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import enum
+import functools
+import inspect
+import json
+import re
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Union, overload
+
+from .errors import ToolCallError
+from .registry import function_schema
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class BaseTool:
+    """A tool: subclass it, set ``name`` and ``description`` and write ``call`` (sync or async).
+
+    A stateful tool sets ``stateful = True`` and ``env_cls`` (an environment class or a
+    Gymnasium env id), optionally ``pool_size``, and takes its environment as a ``call``
+    parameter named ``env``; that parameter is left out of the schema because the tool
+    pool supplies it.
+    """
+
+    name: str
+    description: str = ""
+    stateful: bool = False
+    env_cls: type | str | None = None
+    pool_size: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "call" in cls.__dict__:
+            owner = cls.__qualname__
+            _check_name(getattr(cls, "name", None), owner)
+            _check_stateful(cls.stateful, cls.env_cls, cls.pool_size, owner)
+            _check_signature(cls.__dict__["call"], True, cls.stateful, owner)
+
+    def _function(self) -> tuple[Callable[..., Any], bool]:
+        """The function behind the tool and whether its first parameter is ``self``."""
+        return type(self).call, True
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """This tool in the OpenAI function-calling format."""
+        function, _ = self._function()
+        description = self.description or _parse_docstring(function.__doc__).summary
+        return function_schema(self.name, description, copy.deepcopy(self._parameters))
+
+    @functools.cached_property
+    def _parameters(self) -> dict[str, Any]:
+        function, skip_self = self._function()
+        return _parameters_schema(function, skip_self, self.stateful, f"tool {self.name!r}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(*args, **kwargs)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the tool and return its result, awaited if ``call`` is async.
+
+        Arguments that do not fit the signature raise ToolCallError (INVALID_PARAMS);
+        errors raised by the tool itself propagate unchanged.
+        """
+        if self.stateful and "env" not in kwargs:
+            raise ToolCallError(
+                f"{self.name} is a stateful tool: pass env=... or call it through a tool pool",
+                field="env",
+            )
+        try:
+            inspect.signature(self.call).bind(*args, **kwargs)
+        except TypeError as error:
+            raise ToolCallError(f"{self.name}: {error}") from None
+        result = self.call(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class FunctionTool(BaseTool):
+    """A tool made by ``@tool`` from a function; defined in a class body it binds like a method."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        stateful: bool = False,
+        env_cls: type | str | None = None,
+        pool_size: int | None = None,
+    ) -> None:
+        if not inspect.isfunction(func):
+            raise TypeError(f"@tool decorates functions, got {func!r}")
+        self.func = func
+        self.call = func
+        self.name = name if name is not None else func.__name__
+        self.description = description if description is not None else _parse_docstring(func.__doc__).summary
+        self.stateful, self.env_cls, self.pool_size = stateful, env_cls, pool_size
+        self._is_method = _defined_in_class(func)
+        _check_name(self.name, func.__qualname__)
+        _check_stateful(stateful, env_cls, pool_size, func.__qualname__)
+        _check_signature(func, self._is_method, stateful, func.__qualname__)
+        functools.update_wrapper(self, func)
+
+    def _function(self) -> tuple[Callable[..., Any], bool]:
+        return self.func, self._is_method
+
+    def __get__(self, instance: Any, owner: type | None = None) -> FunctionTool:
+        if instance is None:
+            return self
+        bound = copy.copy(self)
+        bound.call = types.MethodType(self.func, instance)
+        return bound
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    stateful: bool = False,
+    env_cls: type | str | None = None,
+    pool_size: int | None = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    stateful: bool = False,
+    env_cls: type | str | None = None,
+    pool_size: int | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a tool of a sync or async function or method, as ``@tool`` or ``@tool(...)``.
+
+    ``name`` defaults to the function's name and ``description`` to its docstring.
+    ``stateful``, ``env_cls`` and ``pool_size`` configure a tool that runs on a pool of
+    environments (see BaseTool).
+    """
+
+    def decorate(function: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            function,
+            name=name,
+            description=description,
+            stateful=stateful,
+            env_cls=env_cls,
+            pool_size=pool_size,
+        )
+
+    return decorate if func is None else decorate(func)
+
+
+def _defined_in_class(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` was written in a class body (its qualname says ``Class.func``)."""
+    scope = func.__qualname__.rpartition(".")[0]
+    return bool(scope) and not scope.endswith("<locals>")
+
+
+def _check_name(name: Any, owner: str) -> None:
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise ValueError(f"{owner}: tool name must be 1-64 letters, digits, '_' or '-', got {name!r}")
+
+
+def _check_stateful(stateful: bool, env_cls: Any, pool_size: Any, owner: str) -> None:
+    if not stateful:
+        if env_cls is not None or pool_size is not None:
+            raise ValueError(f"{owner}: env_cls and pool_size apply only with stateful=True")
+        return
+    if not isinstance(env_cls, (type, str)):
+        raise ValueError(f"{owner}: a stateful tool needs env_cls, an environment class or env id")
+    if pool_size is not None and (isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1):
+        raise ValueError(f"{owner}: pool_size must be a positive integer, got {pool_size!r}")
+
+
+def _check_signature(func: Callable[..., Any], skip_self: bool, stateful: bool, owner: str) -> None:
+    parameters = list(inspect.signature(func).parameters.values())[int(skip_self) :]
+    for parameter in parameters:
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"{owner}: parameter {parameter.name!r} is positional-only, but tool calls pass arguments by name"
+            )
+    if stateful and "env" not in {parameter.name for parameter in parameters}:
+        raise TypeError(f"{owner}: a stateful tool takes its environment as a parameter 'env'")
+
+
+# --- JSON Schema from a signature ---------------------------------------------------------
+
+
+def _parameters_schema(func: Callable[..., Any], skip_self: bool, stateful: bool, owner: str) -> dict[str, Any]:
+    docs = _parse_docstring(func.__doc__).args
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    open_ended = False
+    for parameter in list(inspect.signature(func).parameters.values())[int(skip_self) :]:
+        if parameter.kind is parameter.VAR_KEYWORD:
+            open_ended = True
+            continue
+        if parameter.kind is parameter.VAR_POSITIONAL or (stateful and parameter.name == "env"):
+            continue
+        doc_type, doc_text = docs.get(parameter.name, (None, ""))
+        try:
+            if parameter.annotation is not parameter.empty:
+                schema = _type_schema(_resolve(parameter.annotation, func))
+            else:
+                schema = _type_schema(_docstring_type(doc_type))
+        except TypeError as error:
+            raise TypeError(f"{owner}, parameter {parameter.name!r}: {error}") from None
+        if doc_text:
+            schema["description"] = doc_text
+        if parameter.default is parameter.empty:
+            required.append(parameter.name)
+        else:
+            try:
+                schema["default"] = json.loads(json.dumps(parameter.default, allow_nan=False))
+            except (TypeError, ValueError):
+                pass  # a default JSON cannot show, such as an arbitrary object
+        properties[parameter.name] = schema
+    parameters: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if not open_ended:
+        parameters["additionalProperties"] = False
+    return parameters
+
+
+def _resolve(annotation: Any, func: Callable[..., Any]) -> Any:
+    """Evaluate one annotation, postponed (a string) or not, in the function's module."""
+    holder = types.SimpleNamespace(__annotations__={"hint": annotation})
+    try:
+        return typing.get_type_hints(holder, globalns=getattr(func, "__globals__", {}))["hint"]
+    except Exception as error:  # NameError, SyntaxError, ... from user code
+        raise TypeError(f"cannot resolve the type hint {annotation!r}: {error}") from None
+
+
+_SCALAR_SCHEMAS = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of a Python type hint; TypeError for types JSON cannot carry."""
+    if hint is Any:
+        return {}
+    if hint in _SCALAR_SCHEMAS:
+        return {"type": _SCALAR_SCHEMAS[hint]}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        members = [_type_schema(arg) for arg in args]
+        if all(list(member) == ["type"] for member in members):
+            return {"type": [member["type"] for member in members]}
+        return {"anyOf": members}
+    if origin is Literal:
+        return _enum_schema(list(args))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum_schema([member.value for member in hint])
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        return {
+            "type": "array",
+            "prefixItems": [_type_schema(arg) for arg in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
+    if hint in (list, tuple) or origin in (list, tuple, collections.abc.Sequence):
+        return {"type": "array", **({"items": _type_schema(args[0])} if args else {})}
+    if hint is dict or origin in (dict, collections.abc.Mapping):
+        if not args:
+            return {"type": "object"}
+        if args[0] is not str:
+            raise TypeError(f"JSON object keys are strings, got {hint!r}")
+        return {"type": "object", "additionalProperties": _type_schema(args[1])}
+    raise TypeError(f"no JSON Schema for the type hint {hint!r}")
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    types_ = {_SCALAR_SCHEMAS.get(type(value)) for value in values}
+    if len(types_) == 1 and None not in types_:
+        return {"type": types_.pop(), "enum": values}
+    return {"enum": values}
+
+
+# --- Google-style docstrings ----------------------------------------------------------------
+
+_SECTIONS = {
+    "args", "arguments", "parameters", "params", "returns", "return", "yields", "yield",
+    "raises", "examples", "example", "notes", "note", "attributes", "references", "see also",
+    "warning", "warnings", "todo",
+}  # fmt: skip
+_ARG_SECTIONS = {"args", "arguments", "parameters", "params"}
+_SECTION_HEADER = re.compile(r"(?P<name>[A-Za-z][A-Za-z ]*?)\s*:(?P<rest>.*)")
+_ARG_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?:\((?P<type>[^)]*)\))?\s*:\s*(?P<text>.*)")
+_DOC_TYPE = re.compile(r"(?P<outer>\w+)\s*(?:\[\s*(?P<inner>\w+)\s*\])?(?:\s*,\s*optional)?", re.I)
+_DOC_TYPE_NAMES: dict[str, Any] = {
+    "str": str, "string": str, "int": int, "integer": int, "float": float, "number": float,
+    "bool": bool, "boolean": bool, "list": list, "array": list, "dict": dict, "object": dict,
+    "any": Any,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Docstring:
+    summary: str
+    args: dict[str, tuple[str | None, str]]  # name -> (type as written, description)
+
+
+def _parse_docstring(doc: str | None) -> _Docstring:
+    """Split a Google-style docstring into its text before any section and its ``Args``."""
+    lines = inspect.cleandoc(doc).splitlines() if doc else []
+    summary: list[str] = []
+    args: dict[str, list[Any]] = {}
+    section = entry = None
+    entry_indent = 0
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        header = _SECTION_HEADER.fullmatch(stripped) if indent == 0 else None
+        if header and header["name"].lower() in _SECTIONS:
+            section, entry = header["name"].lower(), None
+            continue
+        if section is None:
+            summary.append(stripped)
+        elif section in _ARG_SECTIONS and stripped:
+            if entry is None:
+                entry_indent = indent
+            match = _ARG_ENTRY.fullmatch(stripped) if indent <= entry_indent else None
+            if match:
+                entry = match["name"]
+                args[entry] = [match["type"], match["text"].strip()]
+            elif entry is not None:
+                args[entry][1] = f"{args[entry][1]} {stripped}".strip()
+    paragraphs = " ".join(line or "\n\n" for line in summary).split("\n\n")
+    text = "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+    return _Docstring(text, {name: (kind, words) for name, (kind, words) in args.items()})
+
+
+def _docstring_type(text: str | None) -> Any:
+    """A Python type for a docstring type such as ``int``, ``list[int]`` or ``str, optional``."""
+    match = _DOC_TYPE.fullmatch(text.strip()) if text else None
+    if match is None:
+        return Any
+    outer = _DOC_TYPE_NAMES.get(match["outer"].lower())
+    inner = _DOC_TYPE_NAMES.get((match["inner"] or "").lower())
+    if outer is None or (match["inner"] and (outer is not list or inner is None)):
+        return Any
+    return list[inner] if match["inner"] else outer
