@@ -26,7 +26,9 @@ from gymnasium import spaces
 from arena_envs.world import (
     COLLECT,
     CRAFT,
+    INVALID_PARAMS,
     MOVE_TO,
+    OK,
     QUERY_FILTERS,
     QUERY_WORLD,
     SEND_MESSAGE,
@@ -139,7 +141,8 @@ def decode_actions(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
     zeros = np.zeros(shape, np.float32)
     out["speed"] = np.ones(shape, np.float32) if out["speed"] is None else out["speed"]
     agent_axis = (slice(None), None) if len(shape) == 1 else ...
-    return ToolActions(valid=valid[agent_axis], **{
+    failure = np.where(valid, OK, INVALID_PARAMS).astype(np.int8)
+    return ToolActions(failure=failure[agent_axis], **{
         k: (zeros if v is None else v)[agent_axis] for k, v in out.items()})
 
 

@@ -85,7 +85,10 @@ class ArenaEnv(gym.Env):
         return _row(self.scenario.observe(self.state), 0), self._info()
 
     def step(self, action):
-        actions = decode_actions(action, (1,), self.action_space, self.scenario.params, single=True)
+        return self.step_tools(decode_actions(action, (1,), self.action_space, self.scenario.params, single=True))
+
+    def step_tools(self, actions: ToolActions):
+        """Step with already decoded actions (arrays (1, A)): the entry of the tool-calling layer."""
         reward, terminated, truncated = self.scenario.step(self.state, actions)
         obs = {k: v[0] for k, v in self.scenario.observe(self.state).items()}
         return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()

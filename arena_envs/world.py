@@ -207,12 +207,13 @@ class WorldState:
 class ToolActions:
     """A decoded batch of structured actions, one entry per agent (arrays (B, A)).
 
-    ``valid`` is false where the chosen tool's parameters were bad (NaN, out of range,
-    missing): those agents get ``INVALID_PARAMS`` and nothing else happens to them.
+    ``failure`` is a result code already decided at the edge (``INVALID_PARAMS`` for bad
+    parameters, ``NOT_FOUND`` for a name the tool layer could not resolve), 0 where the
+    tool is to be carried out. A failed action is recorded and has no other effect.
     """
 
     tool: np.ndarray
-    valid: np.ndarray
+    failure: np.ndarray
     target_x: np.ndarray
     target_z: np.ndarray
     speed: np.ndarray
@@ -226,6 +227,17 @@ class ToolActions:
 
     def take(self, index) -> ToolActions:
         return ToolActions(**{f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self)})
+
+    @classmethod
+    def idle(cls, shape: tuple[int, ...]) -> ToolActions:
+        """A batch of ``idle`` actions of ``shape`` (B, A) whose fields can then be filled in."""
+        actions = cls(**{f_.name: np.zeros(shape, np.intp) for f_ in dataclasses.fields(cls)})
+        actions.tool[...] = IDLE
+        actions.failure = np.zeros(shape, np.int8)
+        for name in ("target_x", "target_z", "query_radius"):
+            setattr(actions, name, np.zeros(shape, F32))
+        actions.speed = np.ones(shape, F32)
+        return actions
 
 
 @dataclass
@@ -248,8 +260,8 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
     without stations it answers ``NOT_FOUND``.
     """
     tool = act.tool
-    ok = act.valid & s.alive
-    code = ~act.valid * np.int8(INVALID_PARAMS)
+    code = act.failure.astype(np.int8)
+    ok = (code == OK) & s.alive
     index = np.zeros(tool.shape, np.int16)
     value = np.zeros(tool.shape, F32)
     used = np.bincount(tool.ravel(), minlength=len(TOOL_NAMES))

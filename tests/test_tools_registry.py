@@ -45,9 +45,14 @@ OPENAI_TOOL = {
 }
 
 
+VALIDATORS = {
+    schema["function"]["name"]: jsonschema.Draft202012Validator(schema["function"]["parameters"])
+    for schema in tool_schemas()
+}
+
+
 def params_validator(tool):
-    schema = tool_schemas([tool])[0]["function"]["parameters"]
-    return jsonschema.Draft202012Validator(schema)
+    return VALIDATORS[tool]
 
 
 def accepted(tool, params):
@@ -308,29 +313,34 @@ def test_the_agreement_examples_cover_both_outcomes_for_every_tool():
         assert {valid for name, _, valid in cases if name == tool} == {True, False}
 
 
-FIELDS = ["target_x", "target_y", "target_z", "target", "speed", "target_name", "item_name", "station_name",
-          "radius", "filter_type", "message", "target_agent", "other"]  # fmt: skip
-JSON_SCALARS = st.one_of(
+VALUES = st.one_of(
+    st.sampled_from(["Berry1", "station", "agent", 0.5, 1, 1.5, 25, [1, 0, 2], [0.5, 0, -3]]),
     st.none(),
     st.booleans(),
-    st.integers(-(2**53), 2**53),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from(["", "Berry1", "all", "resource", "hazard", "Resource"]),
-    st.text(max_size=5),
-)
-JSON_VALUES = st.one_of(
-    JSON_SCALARS, st.lists(JSON_SCALARS, max_size=4), st.dictionaries(st.text(max_size=3), JSON_SCALARS, max_size=2)
-)
-NUMBERISH = st.one_of(st.integers(-100, 100), st.floats(-60, 60), st.sampled_from([0, 0.0, 2, 2.0, 50, 50.0, -0.0]))
-PARAMS = st.dictionaries(
-    st.sampled_from(FIELDS),
-    st.one_of(JSON_VALUES, NUMBERISH, st.lists(NUMBERISH, min_size=2, max_size=4)),
-    max_size=5,
+    st.sampled_from([0, 0.0, -0.0, 1, 2, 2.0, 2.5, 50, 50.0, 51, -1, 1e-9, 2**53]),
+    st.floats(-100, 100),
+    st.sampled_from(["", "Berry1", "all", "resource", "hazard", "Resource", "1.5"]),
+    st.lists(st.one_of(st.floats(-10, 10), st.sampled_from([0, -2, "1", None, True])), max_size=4),
+    st.dictionaries(st.sampled_from(["x", "y"]), st.integers(0, 3), max_size=2),
 )
 
 
-@given(tool=st.sampled_from(TOOL_NAMES), params=PARAMS)
-def test_schema_and_validator_agree_on_generated_params(tool, params):
+@st.composite
+def mutated_calls(draw):
+    """A good call with perhaps a parameter dropped and perhaps one set to some JSON value."""
+    tool, params = draw(st.sampled_from(GOOD_CALLS))
+    params = dict(params)
+    if params and draw(st.integers(0, 3)) == 3:
+        del params[draw(st.sampled_from(sorted(params)))]
+    if draw(st.booleans()):
+        fields = [*params_validator(tool).schema["properties"], "other"]
+        params[draw(st.sampled_from(fields))] = draw(VALUES)
+    return tool, params
+
+
+@given(mutated_calls())
+def test_schema_and_validator_agree_on_generated_params(call):
+    tool, params = call
     assert params_validator(tool).is_valid(params) is accepted(tool, params)
 
 

@@ -129,12 +129,12 @@ def _locate(cwd: str, path: str) -> str | None:
 
 
 class MemoryBackend:
-    """A hunt held in memory: ``directories`` maps each directory to its entries
-    (file names, and directory names ending in ``/``), ``files`` maps each file to its text."""
+    """A hunt held in memory: ``directories`` maps each directory to the names of its files
+    and of its subdirectories, ``files`` maps each file to its text (see ``HuntLayout``)."""
 
     root: PurePath = PurePosixPath("/")
 
-    def __init__(self, directories: Mapping[str, list[str]], files: Mapping[str, str]) -> None:
+    def __init__(self, directories: Mapping[str, tuple[list[str], list[str]]], files: Mapping[str, str]) -> None:
         self._directories = directories
         self._files = files
         self._listings: dict[str, str] = {}
@@ -149,14 +149,10 @@ class MemoryBackend:
     def listing(self, path: str) -> str | None:
         text = self._listings.get(path)
         if text is None:
-            entries = self._directories.get(path)
-            if entries is None:
+            names = self._directories.get(path)
+            if names is None:
                 return None
-            text = _format_listing(
-                [entry for entry in entries if not entry.endswith("/")],
-                [entry[:-1] for entry in entries if entry.endswith("/")],
-            )
-            self._listings[path] = text
+            text = self._listings[path] = _format_listing(*names)
         return text
 
     def read(self, path: str) -> str | None:

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import random
-import string
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, NamedTuple
@@ -98,32 +97,28 @@ DEAD_END_TEXTS: tuple[str, ...] = (
     "Only an old boot. Try somewhere else.",
 )
 
-KEY_ALPHABET = string.ascii_letters + string.digits
-
-
 @dataclass(frozen=True)
 class HuntLayout:
     """The contents of a hunt, independent of where it lives.
 
     ``directories`` maps every directory (the root is ``""``; others are POSIX paths
-    relative to the root such as ``"amber/cedar"``) to its entries as ``ls`` shows them:
-    file names, then directory names ending in ``/``. ``files`` maps every file's
-    relative path to its text.
+    relative to the root such as ``"amber/cedar"``) to the names of its files and of its
+    subdirectories. ``files`` maps every file's relative path to its text.
     """
 
-    directories: dict[str, list[str]]
+    directories: dict[str, tuple[list[str], list[str]]]
     files: dict[str, str]
 
     @classmethod
     def from_files(cls, files: dict[str, str], directories: tuple[str, ...] = ()) -> HuntLayout:
         """Build a layout from file texts plus optional extra (possibly empty) directories."""
-        children: dict[str, tuple[set[str], set[str]]] = {"": (set(), set())}
+        children: dict[str, tuple[list[str], list[str]]] = {"": ([], [])}
 
         def add_directory(path: str) -> None:
             while path not in children:
-                children[path] = (set(), set())
+                children[path] = ([], [])
                 parent, _, name = path.rpartition("/")
-                children[parent][1].add(name)
+                children[parent][1].append(name)
                 path = parent
 
         for path in directories:
@@ -131,14 +126,8 @@ class HuntLayout:
         for path in files:
             parent, _, name = path.rpartition("/")
             add_directory(parent)
-            children[parent][0].add(name)
-        return cls(
-            directories={
-                path: sorted(file_names) + [f"{name}/" for name in sorted(dir_names)]
-                for path, (file_names, dir_names) in children.items()
-            },
-            files=dict(files),
-        )
+            children[parent][0].append(name)
+        return cls(directories=children, files=dict(files))
 
     def write(self, base_path: str | os.PathLike[str]) -> None:
         """Write the layout below ``base_path`` (which must exist)."""
@@ -274,57 +263,54 @@ class _Builder:
     """Accumulates the directories and files of one hunt while it is planned."""
 
     def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.file_names: dict[str, list[str]] = {"": []}
-        self.dir_names: dict[str, list[str]] = {"": []}
+        self.random = rng.random
+        self.getrandbits = rng.getrandbits
+        self.directories: dict[str, tuple[list[str], list[str]]] = {"": ([], [])}
         self.taken: dict[str, set[str]] = {"": set()}
         self.files: dict[str, str] = {}
+
+    def pick(self, items: tuple[str, ...] | list[str]) -> str:
+        return items[int(self.random() * len(items))]
 
     def fresh_word(self, directory: str) -> str:
         """A word not yet used for any entry of ``directory``."""
         taken = self.taken[directory]
-        word = WORDS[int(self.rng.random() * len(WORDS))]
+        word = WORDS[int(self.random() * len(WORDS))]
         while word in taken:
-            word = WORDS[int(self.rng.random() * len(WORDS))]
+            word = WORDS[int(self.random() * len(WORDS))]
         taken.add(word)
         return word
 
     def add_directory(self, parent: str) -> str:
         name = self.fresh_word(parent)
         path = f"{parent}/{name}" if parent else name
-        self.dir_names[parent].append(name)
-        self.file_names[path] = []
-        self.dir_names[path] = []
+        self.directories[parent][1].append(name)
+        self.directories[path] = ([], [])
         self.taken[path] = set()
         return path
 
     def reserve_file(self, directory: str, stem: str | None = None) -> str:
         """Reserve a ``.txt`` name in ``directory`` (``stem`` if still free) and return its path."""
-        if stem is None or stem in self.taken[directory]:
+        taken = self.taken[directory]
+        if stem is None or stem in taken:
             stem = self.fresh_word(directory)
         else:
-            self.taken[directory].add(stem)
+            taken.add(stem)
         name = f"{stem}.txt"
-        self.file_names[directory].append(name)
+        self.directories[directory][0].append(name)
         return f"{directory}/{name}" if directory else name
 
-    def pick(self, items: tuple[str, ...] | list[str]) -> str:
-        return items[int(self.rng.random() * len(items))]
-
     def key(self) -> str:
-        return "".join(self.rng.choices(KEY_ALPHABET, k=KEY_LENGTH))
+        return f"{self.getrandbits(4 * KEY_LENGTH):0{KEY_LENGTH}x}"
 
-    def layout(self) -> HuntLayout:
-        directories = {
-            path: sorted(names) + [f"{name}/" for name in sorted(self.dir_names[path])]
-            for path, names in self.file_names.items()
-        }
-        return HuntLayout(directories=directories, files=self.files)
+    def treasure_text(self, key: str) -> str:
+        return f"You found the treasure chest!\nTreasure key: {key}"
 
 
 def _plan_hunt(rng: random.Random, params: HuntParams) -> tuple[HuntLayout, dict[str, Any]]:
     depth, branching_factor, file_density = params
     build = _Builder(rng)
+    pick = build.pick
 
     golden = [""]
     for _ in range(depth):
@@ -342,25 +328,27 @@ def _plan_hunt(rng: random.Random, params: HuntParams) -> tuple[HuntLayout, dict
                 herring_depth += 1
 
     key = build.key()
-    chain = [build.reserve_file("", START_FILE[: -len(".txt")])]
+    chain = [build.reserve_file("", START_FILE.removesuffix(".txt"))]
     chain += [build.reserve_file(golden[level]) for level in range(1, depth)]
-    chain.append(build.reserve_file(golden[depth], TREASURE_FILE[: -len(".txt")]))
+    chain.append(build.reserve_file(golden[depth], TREASURE_FILE.removesuffix(".txt")))
     for level, clue in enumerate(chain[:-1]):
-        link = _relative_link(golden[level], chain[level + 1])
-        build.files[clue] = build.pick(CLUE_TEMPLATES).format(path=link)
-    build.files[chain[-1]] = f"You found the treasure chest!\nTreasure key: {key}"
+        next_clue = chain[level + 1]
+        link = "./" + next_clue[len(golden[level]) + 1 :] if level else "./" + next_clue
+        build.files[clue] = pick(CLUE_TEMPLATES).format(path=link)
+    build.files[chain[-1]] = build.treasure_text(key)
 
     # Misleading files: first reserve every name, so that a misleading clue can point
     # to any red herring's file, then write the texts.
+    kinds = ("dead_end", "nowhere", "herring", "fake_treasure")
     planned: list[tuple[str, str, str]] = []  # (path, kind, directory)
 
     def plan_misleading(directory: str) -> None:
-        kind = build.pick(("dead_end", "nowhere", "herring", "fake_treasure"))
-        stem = TREASURE_FILE[: -len(".txt")] if kind == "fake_treasure" else None
+        kind = pick(kinds)
+        stem = TREASURE_FILE.removesuffix(".txt") if kind == "fake_treasure" else None
         planned.append((build.reserve_file(directory, stem), kind, directory))
 
-    for herring in red_herrings:
-        plan_misleading(herring)
+    for directory in red_herrings:
+        plan_misleading(directory)
     herring_files = [path for path, _, _ in planned]
     for directory in golden + red_herrings:
         for _ in range(DECOY_SLOTS):
@@ -369,20 +357,19 @@ def _plan_hunt(rng: random.Random, params: HuntParams) -> tuple[HuntLayout, dict
 
     for path, kind, directory in planned:
         if kind == "herring":
-            target = build.pick(herring_files) if herring_files else None
+            target = pick(herring_files) if herring_files else None
             if target is None or target.rpartition("/")[0] == directory:
                 kind = "dead_end"  # no other red herring to point to
         if kind == "dead_end":
-            text = build.pick(DEAD_END_TEXTS)
+            text = pick(DEAD_END_TEXTS)
         elif kind == "fake_treasure":
-            text = f"You found the treasure chest!\nTreasure key: {build.key()}"
+            text = build.treasure_text(build.key())
         else:
             if kind == "nowhere":
-                missing = build.fresh_word(directory)
-                link = f"./{missing}/{build.pick(WORDS)}.txt"
+                link = f"./{build.fresh_word(directory)}/{pick(WORDS)}.txt"
             else:
                 link = _relative_link(directory, target)
-            text = build.pick(CLUE_TEMPLATES).format(path=link)
+            text = pick(CLUE_TEMPLATES).format(path=link)
         build.files[path] = text
 
     config = {
@@ -394,4 +381,4 @@ def _plan_hunt(rng: random.Random, params: HuntParams) -> tuple[HuntLayout, dict
         "red_herrings": red_herrings,
         "optimal_path_length": depth + 3,
     }
-    return build.layout(), config
+    return HuntLayout(build.directories, build.files), config

@@ -1,0 +1,174 @@
+"""The rich observation objects of the tool-calling layer (``seeds/observations_api.md``).
+
+They are built at the edge, from the arrays of one agent of one world, only when a
+tool-calling user asks for them; the simulation never touches them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+Vec3 = tuple[float, float, float]
+
+
+@dataclass
+class ResourceInfo:
+    name: str
+    type: str
+    position: Vec3
+    distance: float
+
+
+@dataclass
+class HazardInfo:
+    name: str
+    type: str
+    position: Vec3
+    distance: float
+    damage: float
+
+
+@dataclass
+class StationInfo:
+    name: str
+    type: str
+    position: Vec3
+    distance: float
+    in_use: bool = False
+
+
+@dataclass
+class ItemInfo:
+    id: str
+    name: str
+    quantity: int = 1
+
+
+@dataclass
+class EntityInfo:
+    id: str
+    type: str
+    position: Vec3
+    distance: float
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class RecipeInfo:
+    name: str
+    inputs: dict[str, int]
+    station_type: str
+    ticks: int
+
+
+@dataclass
+class ActionResult:
+    success: bool
+    error_code: str | None = None
+    error_message: str | None = None
+    tool: str | None = None
+
+
+@dataclass
+class Message:
+    from_agent: str
+    content: str
+    tick: int
+
+
+class Inventory(list):
+    """A list of :class:`ItemInfo` that also answers ``inventory.get("wood", 0)``."""
+
+    def get(self, name: str, default: int = 0) -> int:
+        counts = [item.quantity for item in self if item.name.lower() == name.lower()]
+        return sum(counts) if counts else default
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            return any(item.name.lower() == name.lower() for item in self)
+        return list.__contains__(self, name)
+
+
+@dataclass
+class SimpleContext:
+    """The beginner view of an observation."""
+
+    position: Vec3
+    nearby_resources: list[dict]
+    nearby_hazards: list[dict]
+    inventory: list[str]
+    tick: int
+
+
+@dataclass
+class Observation:
+    """Everything one agent perceives at one tick."""
+
+    agent_id: str
+    tick: int
+    position: Vec3
+    rotation: Vec3 | None = None
+    velocity: Vec3 | None = None
+    visible_entities: list[EntityInfo] = field(default_factory=list)
+    nearby_resources: list[ResourceInfo] = field(default_factory=list)
+    nearby_hazards: list[HazardInfo] = field(default_factory=list)
+    nearby_stations: list[StationInfo] = field(default_factory=list)
+    inventory: Inventory = field(default_factory=Inventory)
+    health: float = 100.0
+    energy: float = 100.0
+    available_recipes: dict[str, RecipeInfo] = field(default_factory=dict)
+    last_action_result: ActionResult | None = None
+    query_result: dict | None = None
+    inventory_details: dict | None = None
+    messages: list[Message] = field(default_factory=list)
+    custom: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (messages use the seed's ``from`` key)."""
+        data = dataclasses.asdict(self)
+        data["inventory"] = [dataclasses.asdict(item) for item in self.inventory]
+        data["messages"] = [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in self.messages]
+        return data
+
+    def to_simple(self) -> SimpleContext:
+        return SimpleContext(
+            position=self.position,
+            nearby_resources=[{"name": r.name, "type": r.type, "distance": r.distance}
+                              for r in self.nearby_resources],
+            nearby_hazards=[{"name": h.name, "type": h.type, "distance": h.distance} for h in self.nearby_hazards],
+            inventory=[item.name for item in self.inventory for _ in range(item.quantity)],
+            tick=self.tick,
+        )
+
+    def to_text(self) -> str:
+        """A compact rendering for a prompt."""
+        x, _, z = self.position
+        lines = [f"tick {self.tick} | {self.agent_id} at ({x:.1f}, {z:.1f}) | health {self.health:.0f} "
+                 f"| energy {self.energy:.0f}"]
+        if self.last_action_result is not None:
+            r = self.last_action_result
+            lines.append(f"last action {r.tool}: " + ("ok" if r.success else f"{r.error_code}: {r.error_message}"))
+        lines += _section("resources", [f"{r.name} ({r.type}) {r.distance:.1f} away at {_xz(r.position)}"
+                                        for r in self.nearby_resources])
+        lines += _section("hazards", [f"{h.name} ({h.type}) {h.distance:.1f} away at {_xz(h.position)}"
+                                      for h in self.nearby_hazards])
+        lines += _section("stations", [f"{s.name} ({s.type}) {s.distance:.1f} away at {_xz(s.position)}"
+                                       for s in self.nearby_stations])
+        lines += _section("inventory", [f"{i.name} x{i.quantity}" for i in self.inventory])
+        if self.query_result is not None:
+            lines += _section("query result", [f"{e['name']} ({e['type']}) {e['distance']:.1f} away at "
+                                               f"{_xz(e['position'])}" for e in self.query_result["entities"]])
+        lines += _section("messages", [f"{m.from_agent}: {m.content}" for m in self.messages])
+        if self.custom:
+            lines.append("status: " + ", ".join(f"{k} {v}" for k, v in self.custom.items()))
+        return "\n".join(lines)
+
+
+def _xz(position) -> str:
+    return f"({position[0]:.1f}, {position[2]:.1f})"
+
+
+def _section(title: str, items: list[str]) -> list[str]:
+    return [f"{title}: " + ("; ".join(items) if items else "none")]
