@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 
 import gymnasium as gym
-import numpy as np
 
 import arena_envs  # noqa: F401  (registers the envs)
 

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         envs.action_space.seed(int(rng.integers(2**31)))
         return envs.action_space.sample()
 
-    lines = [f"Foraging-v0, {args.episodes} seeded episodes per row (seeds {args.seed}..{args.seed + args.episodes - 1})",
+    seeds = f"seeds {args.seed}..{args.seed + args.episodes - 1}"
+    lines = [f"Foraging-v0, {args.episodes} seeded episodes per row ({seeds})",
              "", "| agent            | return          | score           | res.  | damage | length |",
              "|------------------|-----------------|-----------------|-------|--------|--------|"]
     results = {}

@@ -86,3 +86,10 @@ def test_foraging_params_reject_nonsense():
             assert str(err)
         else:
             raise AssertionError(f"{bad} accepted")
+
+
+def test_core_and_tool_layer_agree_on_names_and_codes():
+    from arena_envs import tools, world
+
+    assert world.TOOL_NAMES == tools.TOOL_NAMES
+    assert world.RESULT_CODES[1:] == tuple(code.value for code in tools.ErrorCode)

@@ -288,7 +288,8 @@ def test_garbage_raises_a_clear_tool_call_error(raw):
         ('{"x": 1}', "no tool name found"),
         ('{"name": "move_to", "arguments": "{bad"}', "arguments of 'move_to' are not valid JSON"),
         ({"tool_calls": [{"name": "idle"}, {"name": "idle"}]}, "exactly one tool call per step, got 2"),
-        (None, "cannot read a tool call from null"),
+        (None, "expected model output as text, a dict or a Decision, got NoneType"),
+        ('{"tool": 5}', "tool name must be a non-empty string, got 5"),
     ],
 )
 def test_error_messages_say_what_is_wrong(raw, words):
@@ -319,8 +320,22 @@ JSON = st.recursive(
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
         st.dictionaries(
-            st.sampled_from(["tool", "name", "action", "function", "params", "arguments", "tool_calls",
-                             "content", "role", "type", "reasoning", "x"]),  # fmt: skip
+            st.sampled_from(
+                [
+                    "tool",
+                    "name",
+                    "action",
+                    "function",
+                    "params",
+                    "arguments",
+                    "tool_calls",
+                    "content",
+                    "role",
+                    "type",
+                    "reasoning",
+                    "x",
+                ]
+            ),  # fmt: skip
             inner,
             max_size=4,
         ),

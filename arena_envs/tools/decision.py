@@ -15,9 +15,10 @@ MAX_OUTPUT_CHARS = 100_000
 """Longer model output is refused rather than searched."""
 
 _TOOL_KEYS = ("tool", "tool_name", "name", "function", "action")
+_TOOL_KEYS_TEXT = ", ".join(f"'{key}'" for key in _TOOL_KEYS)
 _PARAM_KEYS = ("params", "arguments", "parameters", "args", "input", "action_input")
 _REASONING_KEYS = ("reasoning", "reason", "thought")
-_WRAPPER_KEYS = ("function", "function_call", "tool_call", "tool", "action")
+_WRAPPER_KEYS = ("function_call", "tool_call", *_TOOL_KEYS)  # when they hold an object
 _API_TYPES = ("function", "function_call", "tool_call", "tool_use")
 _MAX_NESTING = 4
 _MAX_EMBEDDED_ATTEMPTS = 200
@@ -90,7 +91,7 @@ def parse_decision(raw: Any) -> Decision:
             raise ToolCallError(f"model output is not UTF-8 text: {error}") from None
     if isinstance(raw, str):
         return _from_text(raw)
-    raise ToolCallError(f"cannot read a tool call from {json_type_name(raw)}; expected text, an object or a Decision")
+    raise ToolCallError(f"expected model output as text, a dict or a Decision, got {type(raw).__name__}")
 
 
 def _from_text(text: str) -> Decision:
@@ -102,16 +103,20 @@ def _from_text(text: str) -> Decision:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as error:
-        whole_text_error = error
+        whole_text_error: Exception | None = error
     else:
-        if isinstance(value, Mapping):
-            return _from_mapping(value)
         if isinstance(value, str):
             return _from_text(value)  # JSON encoded twice
-        raise ToolCallError(f"expected a JSON object holding a tool call, got a JSON {json_type_name(value)}")
+        if not isinstance(value, Mapping):
+            raise ToolCallError(f"expected a JSON object holding a tool call, got a JSON {json_type_name(value)}")
+        if _is_call_like(value):
+            return _from_mapping(value)
+        whole_text_error = None  # valid JSON, but the call, if any, is nested inside
     call = _embedded_call(text)
     if call is not None:
         return _from_mapping(call)
+    if whole_text_error is None:
+        raise ToolCallError(f"no tool name found in the JSON object; expected a key such as {_TOOL_KEYS_TEXT}")
     if text[0] in "{[":
         raise ToolCallError(f"model output is not valid JSON: {whole_text_error}")
     preview = text if len(text) <= 80 else text[:77] + "..."
@@ -119,7 +124,7 @@ def _from_text(text: str) -> Decision:
 
 
 def _embedded_call(text: str) -> Mapping[str, Any] | None:
-    """The first JSON object in ``text`` that names a tool, if any."""
+    """The first JSON object in ``text`` that looks like a tool call, if any."""
     decoder = json.JSONDecoder()
     start = text.find("{")
     for _ in range(_MAX_EMBEDDED_ATTEMPTS):
@@ -130,20 +135,22 @@ def _embedded_call(text: str) -> Mapping[str, Any] | None:
         except (ValueError, RecursionError):
             pass
         else:
-            if isinstance(value, dict) and _names_a_tool(value):
+            if isinstance(value, dict) and _is_call_like(value):
                 return value
         start = text.find("{", start + 1)
     return None
 
 
-def _names_a_tool(data: Mapping[str, Any]) -> bool:
-    return any(key in data for key in (*_TOOL_KEYS, *_WRAPPER_KEYS, "tool_calls"))
+def _is_call_like(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` names a tool, wraps a call or is a chat message."""
+    return any(key in data for key in (*_WRAPPER_KEYS, "tool_calls", "role"))
 
 
 def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None = None) -> Decision:
     if depth > _MAX_NESTING:
         raise ToolCallError("tool call is nested too deeply")
-    reasoning = _reasoning(data) or reasoning
+    own_reasoning = _reasoning(data)
+    reasoning = reasoning if own_reasoning is None else own_reasoning
     calls, content = data.get("tool_calls"), data.get("content")
     if not calls and isinstance(content, list):  # Anthropic content blocks
         calls = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
@@ -161,10 +168,10 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
 
     tool_key = next((key for key in _TOOL_KEYS if key in data), None)
     if tool_key is None:
-        raise ToolCallError("no tool name found; expected a key such as 'tool' or 'name'", field="tool")
+        raise ToolCallError(f"no tool name found; expected a key such as {_TOOL_KEYS_TEXT}", field="tool")
     tool = data[tool_key]
     if not isinstance(tool, str) or not tool.strip():
-        raise ToolCallError(f"tool name must be a non-empty string, got {json_type_name(tool)}", field="tool")
+        raise ToolCallError(f"tool name must be a non-empty string, got {_shown(tool)}", field="tool")
     tool = tool.strip()
 
     params_key = next((key for key in _PARAM_KEYS if key in data), None)
@@ -204,3 +211,11 @@ def _with_reasoning(decision: Decision, reasoning: str | None) -> Decision:
     if decision.reasoning is None:
         decision.reasoning = reasoning
     return decision
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

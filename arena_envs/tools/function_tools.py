@@ -323,7 +323,7 @@ _SECTIONS = {
     "warning", "warnings", "todo",
 }  # fmt: skip
 _ARG_SECTIONS = {"args", "arguments", "parameters", "params"}
-_SECTION_HEADER = re.compile(r"(?P<name>[A-Za-z][A-Za-z ]*?)\s*:(?P<rest>.*)")
+_SECTION_HEADER = re.compile(r"(?P<name>[A-Za-z][A-Za-z ]*?)\s*:.*")
 _ARG_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?:\((?P<type>[^)]*)\))?\s*:\s*(?P<text>.*)")
 _DOC_TYPE = re.compile(r"(?P<outer>\w+)\s*(?:\[\s*(?P<inner>\w+)\s*\])?(?:\s*,\s*optional)?", re.I)
 _DOC_TYPE_NAMES: dict[str, Any] = {

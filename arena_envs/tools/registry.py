@@ -114,8 +114,7 @@ class Param:
             return self._check_array(value, tool, field)
         checked = _check_type(self.type, value, tool, field)
         if self.min_length is not None and len(checked) < self.min_length:
-            problem = "must not be empty" if self.min_length == 1 else f"needs {self.min_length}+ characters"
-            raise _error(tool, field, problem, value)
+            raise _error(tool, field, f"must have at least {self.min_length} character(s)", value)
         if self.enum is not None and checked not in self.enum:
             allowed = ", ".join(repr(option) for option in self.enum)
             raise _error(tool, field, f"must be one of {allowed}", value)

@@ -63,7 +63,7 @@ from the environment's generator.
 |------------------------|-------------------------------------------------------------------|
 | `turns`                | tool calls so far                                                 |
 | `optimal_path_length`  | fewest tool calls that win (depth + 3)                            |
-| `efficiency`           | `optimal_path_length / turns` once won, else 0                    |
+| `efficiency`           | `min(1, optimal_path_length / turns)` once won, else 0            |
 | `wrong_keys_tried`     | failed `check_treasure` calls                                     |
 | `red_herrings_entered` | `cd` calls that ended off the golden path                         |
 | `success`              | whether the treasure was found                                    |
@@ -228,7 +228,7 @@ class _Episode:
 
     @property
     def efficiency(self) -> float:
-        return self.optimal_path_length / self.turns if self.success else 0.0
+        return min(1.0, self.optimal_path_length / self.turns) if self.success else 0.0
 
     def info(self) -> dict[str, Any]:
         return {
@@ -458,9 +458,7 @@ class TreasureHuntVectorEnv(VectorEnv):
                 self._restart(int(index), seeds[index])
         return tuple(self._observations), self._infos(mask)
 
-    def step(
-        self, actions: Any
-    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Run one tool call per env (a sequence of ``num_envs`` JSON strings or dicts)."""
         if not self._episodes:
             raise RuntimeError("call reset() before step()")
@@ -505,7 +503,7 @@ class TreasureHuntVectorEnv(VectorEnv):
         values = {
             "turns": turns,
             "optimal_path_length": optimal,
-            "efficiency": np.where(success, optimal / np.maximum(turns, 1), 0.0),
+            "efficiency": np.where(success, np.minimum(1.0, optimal / np.maximum(turns, 1)), 0.0),
             "wrong_keys_tried": np.fromiter((e.wrong_keys_tried for e in episodes), dtype=np.int64, count=count),
             "red_herrings_entered": np.fromiter(
                 (e.red_herrings_entered for e in episodes), dtype=np.int64, count=count

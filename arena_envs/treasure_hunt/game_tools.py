@@ -386,7 +386,9 @@ def _check_treasure(
     return ToolResult("check_treasure", True, TREASURE_FOUND_OUTPUT, cwd)
 
 
-def _give_up(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]) -> ToolResult:
+def _give_up(
+    backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]
+) -> ToolResult:
     return ToolResult("give_up", True, GIVE_UP_OUTPUT, cwd)
 
 

@@ -97,6 +97,7 @@ DEAD_END_TEXTS: tuple[str, ...] = (
     "Only an old boot. Try somewhere else.",
 )
 
+
 @dataclass(frozen=True)
 class HuntLayout:
     """The contents of a hunt, independent of where it lives.
@@ -115,11 +116,11 @@ class HuntLayout:
         children: dict[str, tuple[list[str], list[str]]] = {"": ([], [])}
 
         def add_directory(path: str) -> None:
-            while path not in children:
-                children[path] = ([], [])
+            if path not in children:
                 parent, _, name = path.rpartition("/")
+                add_directory(parent)
                 children[parent][1].append(name)
-                path = parent
+                children[path] = ([], [])
 
         for path in directories:
             add_directory(path)
@@ -225,8 +226,7 @@ def hunt_params(
 
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
         raise ValueError(
-            f"depth must be an integer from 1 (a path needs at least one directory) "
-            f"to {MAX_DEPTH}, got {depth!r}"
+            f"depth must be an integer from 1 (a path needs at least one directory) to {MAX_DEPTH}, got {depth!r}"
         )
     if (
         isinstance(branching_factor, bool)
@@ -234,8 +234,7 @@ def hunt_params(
         or not 1 <= branching_factor <= MAX_BRANCHING_FACTOR
     ):
         raise ValueError(
-            f"branching_factor must be an integer from 1 to {MAX_BRANCHING_FACTOR}, "
-            f"got {branching_factor!r}"
+            f"branching_factor must be an integer from 1 to {MAX_BRANCHING_FACTOR}, got {branching_factor!r}"
         )
     if (
         isinstance(file_density, bool)
