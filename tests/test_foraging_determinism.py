@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import (
     action_row,
     assert_snapshot_equal,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TOOLS, World, make_vec
 
 from arena_envs.foraging import CLASSIC_HAZARDS, CLASSIC_OBSTACLES, CLASSIC_RESOURCES, CLASSIC_SPAWN
-from conftest import TOOLS, World, make_vec
 
 OK, OUT_OF_RANGE, NOT_FOUND, INVALID_PARAMS, INVENTORY_FULL = 0, 1, 2, 4, 6
 PIT, FIRE = 0, 1

@@ -9,10 +9,9 @@ observation inside the observation space.
 from __future__ import annotations
 
 import numpy as np
+from conftest import full_batch, make_vec, nearest_rows, policy_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import full_batch, make_vec, nearest_rows, policy_actions
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -9,12 +9,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.vector import AutoresetMode
-
 from conftest import (
     TOOLS,
     World,
-    action_row,
     assert_snapshot_equal,
     assert_tree_equal,
     copy_action,
@@ -25,6 +22,7 @@ from conftest import (
     policy_actions,
     snapshot,
 )
+from gymnasium.vector import AutoresetMode
 
 
 def single_reset_obs(seed: int, resets: int, **kwargs):
@@ -379,4 +377,18 @@ def test_single_env_reset_and_vector_reset_agree_on_first_observation():
         assert_info_row(info, i, want_info)
         assert envs.single_observation_space.contains(obs_row(obs, i))
     assert all(v.all() for k, v in info.items() if k.startswith("_"))
-    assert action_row(full_batch(3), 1)["tool"] == TOOLS["idle"]
+
+
+def test_returned_arrays_do_not_alias_the_state():
+    """Writing into a returned observation or info must not change the worlds."""
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+        envs = make_vec(3, max_ticks=2, autoreset_mode=mode)
+        outputs = [envs.reset(seed=0)]
+        for _ in range(3):
+            outputs.append(envs.step(full_batch(3, TOOLS["query_world"])))
+        state = dict(envs.unwrapped.state.arrays())
+        for out in outputs:
+            arrays = [v for v in out[0].values()] + [v for v in out[-1].values() if isinstance(v, np.ndarray)]
+            for arr in arrays:
+                for name, s in state.items():
+                    assert not np.shares_memory(arr, s), name

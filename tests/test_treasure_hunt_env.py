@@ -297,6 +297,15 @@ def test_render_ansi_shows_the_explored_tree() -> None:
     assert gym.make(ENV_ID).unwrapped.render() is None
 
 
+def test_decisions_drive_the_environment() -> None:
+    from arena_envs.tools import Decision
+
+    env = TreasureHuntEnv()
+    env.reset(seed=0)
+    observation, *_ = env.step(Decision("cat", {"file": "start.txt"}, "read the first clue"))
+    assert body_of(observation) == env.hunt.layout.files["start.txt"]
+
+
 def test_tool_schemas_drive_the_environment() -> None:
     from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
 
@@ -476,6 +485,8 @@ def test_reset_mask_resets_only_the_chosen_envs() -> None:
     assert observations[1].endswith("[turn 0/50 | cwd / | in progress]")
     assert observations[0].endswith("[turn 1/50 | cwd / | in progress]")
     assert infos["_turns"].tolist() == [False, True, False]
+    envs.reset(seed=np.int64(20), options={"reset_mask": np.array([True, False, False])})
+    assert envs.hunts[0].config == generate_treasure_hunt(seed=20).config
     with pytest.raises(ValueError, match="reset_mask"):
         envs.reset(options={"reset_mask": [True, False, True]})
 
@@ -507,3 +518,11 @@ def test_vector_env_on_disk_renders_and_cleans_up() -> None:
     assert len(pictures) == 2 and "start.txt" in pictures[0] and "start.txt" not in pictures[1]
     envs.close()
     assert not any(root.exists() for root in roots)
+
+
+def test_bench_rows_report_tool_call_rates() -> None:
+    from arena_envs.treasure_hunt.bench import bench_rows
+
+    rows = bench_rows(seconds=0.2)
+    assert [label.split(",")[0] for label, _, _ in rows] == ["TreasureHunt memory"] * 2 + ["TreasureHunt disk"] * 2
+    assert all(rate > 0 and unit == "tool calls/s" for _, rate, unit in rows)

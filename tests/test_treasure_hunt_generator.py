@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -171,6 +172,12 @@ def test_same_seed_same_hunt_and_different_seeds_differ() -> None:
             generate_treasure_hunt(seed=9, difficulty=difficulty)
         )
     assert len({digest(generate_treasure_hunt(seed=seed)) for seed in range(30)}) == 30
+
+
+def test_numpy_integer_seeds_are_plain_seeds() -> None:
+    hunt = generate_treasure_hunt(seed=np.int64(31))
+    assert digest(hunt) == digest(generate_treasure_hunt(seed=31))
+    assert type(hunt.config["seed"]) is int
 
 
 def test_seed_none_draws_a_seed_and_records_it() -> None:

@@ -157,24 +157,42 @@ def test_cat_failures(hunt: TreasureHunt) -> None:
     assert tool_cat(hunt.root, root, "") == {"success": False, "error": "Missing parameter: file"}
 
 
+def custom_hunt(layout: HuntLayout, backend: str, base: Path) -> tuple[Any, Any]:
+    """``(start directory, hunt_root)`` of a hand-made layout on either backend."""
+    if backend == "memory":
+        return PurePosixPath("/"), MemoryBackend(layout.directories, layout.files)
+    layout.write(base)
+    return base, base
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cat_has_a_size_limit(backend: str, tmp_path: Path) -> None:
     layout = HuntLayout.from_files(
         {"big.txt": "x" * (MAX_CAT_BYTES + 1), "fits.txt": "y" * MAX_CAT_BYTES, "wide.txt": "é" * MAX_CAT_BYTES}
     )
-    root: Any
-    if backend == "memory":
-        root = MemoryBackend(layout.directories, layout.files)
-        start: Any = PurePosixPath("/")
-    else:
-        layout.write(tmp_path)
-        root = start = tmp_path
+    start, root = custom_hunt(layout, backend, tmp_path)
     assert tool_cat(start, root, "big.txt") == {
         "success": False,
         "error": f"File too large: big.txt (the limit is {MAX_CAT_BYTES} bytes)",
     }
     assert tool_cat(start, root, "wide.txt")["success"] is False
     assert tool_cat(start, root, "fits.txt") == {"success": True, "output": "y" * MAX_CAT_BYTES}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dot_files_are_invisible_in_any_layout(backend: str, tmp_path: Path) -> None:
+    secret = "hidden text"
+    layout = HuntLayout.from_files(
+        {".secret.txt": secret, ".cache/inner.txt": secret, "dir/.hidden": secret, "visible.txt": "hello"}
+    )
+    start, root = custom_hunt(layout, backend, tmp_path)
+    assert tool_ls(start, root) == {"success": True, "output": "visible.txt\ndir/"}
+    assert tool_ls(start, root, "dir") == {"success": True, "output": ""}
+    for path in (".secret.txt", "./.secret.txt", "/.cache/inner.txt", "dir/.hidden", "dir/../.secret.txt"):
+        assert tool_cat(start, root, path) == {"success": False, "error": f"File not found: {path}"}
+    for path in (".cache", "/.cache/"):
+        assert tool_cd(start, root, path) == ({"success": False, "error": f"Directory not found: {path}"}, start)
+        assert tool_ls(start, root, path) == {"success": False, "error": f"Directory not found: {path}"}
 
 
 # --- check_treasure ---------------------------------------------------------------------
@@ -312,6 +330,14 @@ def test_execute_tool_turns_bad_calls_into_errors(hunt: TreasureHunt, tool_call:
         result, new_dir = result
         assert new_dir == hunt.root
     assert result == {"success": False, "error": error}
+
+
+@pytest.mark.parametrize("arguments", ["{broken", "[1, 2]", 7])
+def test_a_malformed_cd_still_returns_the_directory(hunt: TreasureHunt, arguments: Any) -> None:
+    first = location(hunt, hunt.config["golden_path"][0])
+    result, new_dir = execute_tool({"name": "cd", "arguments": arguments}, first, root_argument(hunt), hunt.config)
+    assert new_dir == first
+    assert not result["success"] and result["error"].startswith("Invalid tool call")
 
 
 def test_give_up_is_a_tool(hunt: TreasureHunt) -> None:
@@ -516,6 +542,7 @@ HOSTILE_PATHS = [
     "hidden_link/secret.txt",
     "dangling",
     "fifo",
+    "fifo_link",
     "/escape_dir/../escape_dir/passwords.txt",
     "escape_dir/../../secret",
 ]
@@ -550,6 +577,7 @@ def plant_attacks(hunt: TreasureHunt, secret: Path) -> None:
     (root / "hidden_link").symlink_to(".git")
     (root / "dangling").symlink_to("does_not_exist")
     os.mkfifo(root / "fifo")
+    (root / "fifo_link").symlink_to("fifo")
     deep = root / hunt.config["golden_path"][1]
     (deep / "escape").symlink_to(os.path.relpath(secret, deep))
 

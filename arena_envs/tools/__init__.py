@@ -10,6 +10,7 @@ AgentFly-style tools.
 from .decision import Decision, parse_decision
 from .errors import ErrorCode, ToolCallError
 from .function_tools import BaseTool, FunctionTool, tool
+from .pool import PoolExhaustedError, PoolStep, ToolPool
 from .registry import (
     TOOL_NAMES,
     UNIVERSAL_TOOLS,
@@ -29,6 +30,9 @@ __all__ = [
     "FunctionTool",
     "Param",
     "ToolCallError",
+    "PoolExhaustedError",
+    "PoolStep",
+    "ToolPool",
     "ToolRegistry",
     "ToolSpec",
     "parse_decision",

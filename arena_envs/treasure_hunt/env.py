@@ -444,8 +444,8 @@ class TreasureHuntVectorEnv(VectorEnv):
             raise ValueError("the first reset must reset every env")
         if seed is None:
             seeds: list[int | None] = [None] * self.num_envs
-        elif isinstance(seed, int) and not isinstance(seed, bool):
-            seeds = [seed + index for index in range(self.num_envs)]
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [int(seed) + index for index in range(self.num_envs)]
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:

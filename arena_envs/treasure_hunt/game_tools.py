@@ -82,7 +82,15 @@ class ToolResult(NamedTuple):
 
 
 class ToolCallError(ValueError):
-    """A tool call that can't be understood; its message is the error shown to the agent."""
+    """A tool call that can't be understood; its message is the error shown to the agent.
+
+    ``tool`` is the tool it names, when that much could be read (a ``cd`` with malformed
+    arguments is still a ``cd``, so ``execute_tool`` still returns a directory).
+    """
+
+    def __init__(self, message: str, tool: str = "") -> None:
+        super().__init__(message)
+        self.tool = tool
 
 
 class _Refusal(Exception):
@@ -300,15 +308,21 @@ def parse_tool_call(tool_call: Any) -> tuple[str, Mapping[str, Any]]:
         raise ToolCallError(f"Unknown tool: {_printable(name)}")
     for field in _ARGUMENT_FIELDS:
         if field in tool_call:
-            arguments = tool_call[field]
-            if isinstance(arguments, (str, bytes)):
-                arguments = _load_json(arguments) if arguments.strip() else {}
-            if arguments is None:
-                arguments = {}
-            if not isinstance(arguments, Mapping):
-                raise ToolCallError(f"Invalid tool call: '{field}' must be an object")
-            return name, arguments
+            return name, _nested_arguments(tool_call[field], field, name)
     return name, tool_call
+
+
+def _nested_arguments(arguments: Any, field: str, tool: str) -> Mapping[str, Any]:
+    if isinstance(arguments, (str, bytes)):
+        try:
+            arguments = _load_json(arguments) if arguments.strip() else {}
+        except ToolCallError:
+            raise ToolCallError(INVALID_JSON_ERROR, tool) from None
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise ToolCallError(f"Invalid tool call: '{field}' must be an object", tool)
+    return arguments
 
 
 def _argument(arguments: Mapping[str, Any], name: str, alias: str | None = None, required: bool = True) -> Any:
@@ -412,7 +426,7 @@ def run_tool_call(
     try:
         name, arguments = parse_tool_call(tool_call)
     except ToolCallError as error:
-        return ToolResult("", False, str(error), cwd)
+        return ToolResult(error.tool, False, str(error), cwd)
     if cwd is None and name != "give_up":
         return ToolResult(name, False, BOUNDARY_ERROR, cwd)
     try:

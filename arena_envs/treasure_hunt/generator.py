@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import random
 from dataclasses import dataclass
@@ -189,8 +190,9 @@ def generate_treasure_hunt(
     params = hunt_params(difficulty, depth, branching_factor, file_density)
     if seed is None:
         seed = random.SystemRandom().getrandbits(63)
-    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    elif isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    seed = int(seed)
 
     layout, config = _plan_hunt(random.Random(seed), params)
     config = {"seed": seed, "difficulty": difficulty, **params._asdict(), **config}

@@ -1,0 +1,152 @@
+"""``ToolPool``: many tool-calling sessions over one native batch, stepped together.
+
+    pool = ToolPool("arena_envs/Foraging-v0", size=64)
+    observation = await pool.acquire("episode-7", seed=7)       # optional: choose the seed
+    step = await pool.call({"tool": "move_to", "params": {"target": [3, 0, 4]}}, id="episode-7")
+    step.observation, step.reward, step.terminated
+    await pool.release("episode-7")                              # frees the world for another id
+
+An id keeps its world until it is released (AgentFly's isolation by id). A new id takes a
+free world, waiting up to ``timeout`` seconds when every world is taken. Calls that arrive
+together, from any number of ids, advance in one batched step of the numpy core; worlds
+nobody called stay exactly where they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+
+from arena_envs.observations import Observation
+from arena_envs.tools.session import ToolSession
+from arena_envs.world import ToolActions
+
+
+class PoolStep(NamedTuple):
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class PoolExhaustedError(TimeoutError):
+    """Every world of the pool stayed taken for longer than the pool's timeout."""
+
+
+class ToolPool:
+    """A fixed number of worlds shared by tool-calling sessions, keyed by id."""
+
+    def __init__(self, env_id: str = "arena_envs/Foraging-v0", size: int = 64, timeout: float = 30.0,
+                 **env_kwargs: Any):
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size}")
+        self.env_id, self.size, self.timeout = env_id, size, timeout
+        self.envs = gym.make_vec(env_id, num_envs=size, **env_kwargs).unwrapped
+        self.scenario, self.state = self.envs.scenario, self.envs.state
+        self.sessions = [ToolSession(self.scenario, self.state, world=i) for i in range(size)]
+        self._rngs: list[np.random.Generator | None] = [None] * size
+        self._owner: dict[Any, int] = {}
+        self._free = list(range(size))
+        self._freed = asyncio.Condition()
+        self._pending: dict[int, tuple[Any, asyncio.Future]] = {}
+        self._flush_scheduled = False
+
+    # -- slots ---------------------------------------------------------------------------
+
+    async def acquire(self, id: Any, seed: int | None = None) -> Observation:
+        """Take a world for ``id`` (waiting while none is free), reset it, and return its first observation.
+
+        An id that already holds a world gets it reset with ``seed``.
+        """
+        world = self._owner.get(id)
+        if world is None:
+            world = await self._take(id)
+        return self._reset(world, seed)
+
+    async def call(self, tool_call: Any, id: Any) -> PoolStep:
+        """Carry out one tool call in ``id``'s world (taking a free world for a new id)."""
+        world = self._owner.get(id)
+        if world is None:
+            await self.acquire(id)
+            world = self._owner[id]
+        if world in self._pending:
+            raise RuntimeError(f"id {id!r} already has a call in flight")
+        future = asyncio.get_running_loop().create_future()
+        self._pending[world] = (tool_call, future)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return await future
+
+    async def release(self, id: Any) -> None:
+        """Reset ``id``'s world and give it back to the pool (a no-op for an unknown id)."""
+        world = self._owner.pop(id, None)
+        if world is None:
+            return
+        self._reset(world, None)
+        async with self._freed:
+            self._free.append(world)
+            self._freed.notify()
+
+    def monitor(self) -> dict[str, Any]:
+        """How many worlds are free and which ids hold the others."""
+        return {"size": self.size, "free": len(self._free), "acquired": len(self._owner),
+                "ids": dict(self._owner)}
+
+    async def _take(self, id: Any) -> int:
+        if not self._free:  # only wait when we must: waiting costs loop turns and splits batches
+            async with self._freed:
+                try:
+                    await asyncio.wait_for(self._freed.wait_for(lambda: self._free), self.timeout)
+                except asyncio.TimeoutError:
+                    raise PoolExhaustedError(
+                        f"no free world in the pool of {self.size} for id {id!r} after {self.timeout:g} s; "
+                        f"release ids you are done with or make the pool larger") from None
+        world = self._free.pop(0)
+        self._owner[id] = world
+        return world
+
+    def _reset(self, world: int, seed: int | None) -> Observation:
+        if seed is not None or self._rngs[world] is None:
+            self._rngs[world], _ = seeding.np_random(seed)
+        self.scenario.reset(self.state, np.array([world]), [self._rngs[world]])
+        session = self.sessions[world]
+        session.begin()
+        arrays, info = self._row(self.scenario.observe(self.state), self.scenario.info(self.state), world)
+        return session.observation(arrays, info, first=True)
+
+    # -- the batched step --------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Step every world with a call waiting, all in one batched step."""
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        actions = ToolActions.idle((self.size, 1))
+        active = np.zeros(self.size, bool)
+        for world, (tool_call, _) in pending.items():
+            self.sessions[world].encode(tool_call, actions)
+            active[world] = True
+        try:
+            reward, terminated, truncated = self.scenario.step(self.state, actions, active)
+            observations, infos = self.scenario.observe(self.state), self.scenario.info(self.state)
+        except Exception as err:  # never leave a caller waiting forever
+            for _, future in pending.values():
+                future.set_exception(err)
+            return
+        for world, (_, future) in pending.items():
+            arrays, info = self._row(observations, infos, world)
+            observation = self.sessions[world].observation(arrays, info)
+            if not future.cancelled():
+                future.set_result(PoolStep(observation, float(reward[world]), bool(terminated[world]),
+                                           bool(truncated[world]), info))
+
+    @staticmethod
+    def _row(observations: dict, infos: dict, world: int) -> tuple[dict, dict]:
+        return ({k: v[world] for k, v in observations.items()}, {k: v[world].item() for k, v in infos.items()})

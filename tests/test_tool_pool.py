@@ -1,0 +1,130 @@
+"""ToolPool: isolation by id, one batched step for concurrent calls, exhaustion, release."""
+
+import asyncio
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import arena_envs  # noqa: F401
+from arena_envs.tools import Decision, PoolExhaustedError, ToolPool
+from arena_envs.wrappers import ToolCallWrapper
+
+CALLS = 12
+
+
+def policy(obs, step):
+    """A deterministic agent whose calls depend on what it observes."""
+    if step % 5 == 0:
+        return {"tool": "query_world", "params": {"radius": 30}}
+    if obs.nearby_resources:
+        nearest = min(obs.nearby_resources, key=lambda r: r.distance)
+        if nearest.distance < 2.0:
+            return Decision(tool="collect", params={"target_name": nearest.name})
+        return Decision(tool="move_to", params={"target": list(nearest.position), "speed": 1.5})
+    return '{"tool": "move_to", "params": {"target": [10, 0, -10]}}'
+
+
+def trajectory_key(step):
+    obs = step.observation if hasattr(step, "observation") else step[0]
+    return (obs.tick, obs.position, [r.name for r in obs.nearby_resources], obs.health,
+            obs.last_action_result.success if obs.last_action_result else None, round(float(step[1]), 6))
+
+
+def solo(seed):
+    env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0"))
+    obs, _ = env.reset(seed=seed)
+    keys = []
+    for i in range(CALLS):
+        step = env.step(policy(obs, i))
+        obs = step[0]
+        keys.append(trajectory_key(step))
+    return keys
+
+
+def test_256_concurrent_ids_on_64_worlds_match_solo_runs():
+    async def episode(pool, seed):
+        obs = await pool.acquire(f"id-{seed}", seed=seed)
+        keys = []
+        for i in range(CALLS):
+            step = await pool.call(policy(obs, i), id=f"id-{seed}")
+            obs = step.observation
+            keys.append(trajectory_key(step))
+        await pool.release(f"id-{seed}")
+        return keys
+
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=64, timeout=60)
+        steps = []
+        original = pool.scenario.step
+
+        def counting_step(state, actions, active=None):
+            steps.append(int(active.sum()))
+            return original(state, actions, active)
+
+        pool.scenario.step = counting_step
+        results = await asyncio.gather(*(episode(pool, seed) for seed in range(256)))
+        return pool, results, steps
+
+    pool, results, steps = asyncio.run(main())
+    for seed in (0, 1, 63, 64, 200, 255):
+        assert results[seed] == solo(seed), f"id {seed} diverged from its solo run"
+    assert len({repr(r) for r in results}) > 200  # different seeds, different episodes
+    assert max(steps) == 64  # concurrent calls share one batched step
+    assert sum(steps) == 256 * CALLS and len(steps) <= 256 * CALLS / 8  # about 8+ calls per step
+    assert pool.monitor()["free"] == 64 and pool.monitor()["acquired"] == 0
+
+
+def test_a_world_nobody_calls_does_not_advance():
+    async def main():
+        pool = ToolPool(size=4)
+        await pool.acquire("a", seed=1)
+        await pool.acquire("b", seed=2)
+        before = pool.state.copy()
+        await pool.call({"tool": "move_to", "params": {"target": [0, 0, 0]}}, id="a")
+        return pool, before
+
+    pool, before = asyncio.run(main())
+    a, b = pool._owner["a"], pool._owner["b"]
+    assert pool.state.tick[a] == before.tick[a] + 1
+    for name, array in pool.state.arrays():
+        np.testing.assert_array_equal(array[b], dict(before.arrays())[name][b], err_msg=name)
+
+
+def test_exhausted_pool_times_out_with_a_clear_error_then_reuses_released_worlds():
+    async def main():
+        pool = ToolPool(size=2, timeout=0.05)
+        await pool.call({"tool": "idle"}, id="x")
+        await pool.call({"tool": "idle"}, id="y")
+        with pytest.raises(PoolExhaustedError, match="no free world in the pool of 2"):
+            await pool.call({"tool": "idle"}, id="z")
+        world = pool._owner["x"]
+        waiter = asyncio.ensure_future(pool.call({"tool": "idle"}, id="z"))
+        await asyncio.sleep(0.01)
+        await pool.release("x")
+        step = await waiter
+        assert pool._owner["z"] == world
+        assert step.observation.tick == 1  # a fresh episode, not x's
+        assert pool.monitor() == {"size": 2, "free": 0, "acquired": 2, "ids": {"y": pool._owner["y"], "z": world}}
+
+    asyncio.run(main())
+
+
+def test_bad_calls_in_a_batch_do_not_touch_other_sessions():
+    async def main():
+        pool = ToolPool(size=3)
+        for i in range(3):
+            await pool.acquire(i, seed=10 + i)
+        return pool, await asyncio.gather(
+            pool.call("not json at all", id=0),
+            pool.call({"tool": "move_to", "params": {"target": [float("nan"), 0, 1]}}, id=1),
+            pool.call({"tool": "move_to", "params": {"target": [5, 0, 5]}}, id=2))
+
+    pool, (bad, nan, good) = asyncio.run(main())
+    assert bad.observation.last_action_result.error_code == "INVALID_PARAMS"
+    assert nan.observation.last_action_result.error_code == "INVALID_PARAMS"
+    assert good.observation.last_action_result.success
+    env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0"))
+    env.reset(seed=12)
+    alone = env.step({"tool": "move_to", "params": {"target": [5, 0, 5]}})[0]
+    assert alone.position == good.observation.position
