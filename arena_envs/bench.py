@@ -81,6 +81,46 @@ def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
              vector_rate("CartPole-v1", 4096, seconds, vectorization_mode="vector_entry_point"), "env-steps/s")]
 
 
+def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str]]:
+    """Tool calls/s: the async pool stepping all sessions together vs a loop over wrapped single envs."""
+    import asyncio
+
+    from arena_envs.tools import ToolPool
+    from arena_envs.wrappers import ToolCallWrapper
+
+    calls = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
+    calls += [{"tool": "query_world", "params": {"radius": 15}}, '{"tool": "idle", "params": {}}']
+
+    async def pool_run() -> float:
+        pool = ToolPool("arena_envs/Foraging-v0", size=sessions)
+        for i in range(sessions):
+            await pool.acquire(i, seed=i)
+        done, start = 0, time.perf_counter()
+
+        async def session(i):
+            nonlocal done
+            k = i
+            while time.perf_counter() - start < seconds:
+                await pool.call(calls[k % len(calls)], id=i)
+                k += 1
+                done += 1
+
+        await asyncio.gather(*(session(i) for i in range(sessions)))
+        return done / (time.perf_counter() - start)
+
+    envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(sessions)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+
+    def loop_round(i):
+        for j, env in enumerate(envs):
+            env.step(calls[(i + j) % len(calls)])
+
+    return [(f"Tool calls: ToolPool, {sessions} async sessions", asyncio.run(pool_run()), "calls/s"),
+            (f"Tool calls: ToolCallWrapper loop over {sessions} single envs", _rate(loop_round, sessions, seconds),
+             "calls/s")]
+
+
 def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
     from arena_envs.treasure_hunt.bench import bench_rows
 
@@ -89,6 +129,7 @@ def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
 
 SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "foraging": foraging_rows,
+    "tools": tool_call_rows,
     "treasure_hunt": treasure_hunt_rows,
     "reference": reference_rows,
 }
@@ -98,6 +139,7 @@ RATIOS = (
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),
+    ("Tool calls: ToolPool, 256 async sessions", "Tool calls: ToolCallWrapper loop over 256 single envs"),
 )
 
 

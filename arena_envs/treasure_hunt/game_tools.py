@@ -53,6 +53,7 @@ FILE = "file"
 OUTSIDE = "outside"
 
 _ARGUMENT_FIELDS = ("arguments", "params", "parameters")
+_JSON_DECODER = json.JSONDecoder()
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
@@ -273,9 +274,12 @@ def _load_json(text: str | bytes) -> Any:
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
     try:
-        return json.loads(text)
+        value, end = _JSON_DECODER.raw_decode(text)
     except (ValueError, RecursionError):
         raise ToolCallError(INVALID_JSON_ERROR) from None
+    if end != len(text):
+        raise ToolCallError(INVALID_JSON_ERROR)
+    return value
 
 
 def parse_tool_call(tool_call: Any) -> tuple[str, Mapping[str, Any]]:
