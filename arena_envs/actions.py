@@ -9,10 +9,11 @@ One ``Dict`` action serves every 2D scenario (DESIGN §5)::
     query_world   Dict(radius Box(1) in (0, 50], filter Discrete(5))
     send_message  MultiDiscrete(2)     token, target (0 = all teammates, i = agent i)
 
-Only the chosen tool's entry is read, so entries of other tools may be missing or hold
-anything. A bad value for the chosen tool (NaN, inf, out of range) makes that agent's
-action ``INVALID_PARAMS``; a batch that is malformed as a whole (unknown key, wrong
-shape, non-numeric dtype) raises a ``ValueError`` naming the field before anything moves.
+Only the chosen tool's values are checked, so entries of other tools may be missing or
+hold any values (of the right shape and a numeric dtype). A bad value for the chosen
+tool (NaN, inf, out of range) makes that agent's action ``INVALID_PARAMS``; a batch
+that is malformed as a whole (unknown key, wrong shape, non-numeric dtype) raises a
+``ValueError`` naming the field before anything moves.
 """
 
 from __future__ import annotations
@@ -77,13 +78,21 @@ def decode_actions(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
     if query is not None and not isinstance(query, Mapping):
         raise ValueError("action 'query_world' must be a dict with 'radius' and 'filter'")
     query = query or {}
+    if set(query) - {"radius", "filter"}:
+        raise ValueError(f"unknown query_world keys {sorted(set(query) - {'radius', 'filter'})}; "
+                         "expected 'radius' and 'filter'")
     lead = () if single else shape
 
     def field(source, key, tail=(), label=None):
         value = source.get(key)
         if value is None:
+            if key == "tool":
+                raise ValueError("action 'tool' must be a tool index, got None")
             return None
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except ValueError as err:  # ragged nested lists
+            raise ValueError(f"action '{label or key}' is not a rectangular array: {err}") from None
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"action '{label or key}' must be numeric, got dtype {arr.dtype}")
         if arr.shape != lead + tail:
@@ -114,7 +123,8 @@ def decode_actions(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
         if move is None:
             check(MOVE_TO, False)
         else:
-            move = move.astype(np.float32, copy=False)
+            with np.errstate(over="ignore"):  # huge targets become inf, which the check rejects
+                move = move.astype(np.float32, copy=False)
             tx, tz, speed = move[..., 0], move[..., 1], move[..., 2]
             w = params.half_size  # NaN fails every comparison below
             check(MOVE_TO, (np.abs(tx) <= w) & (np.abs(tz) <= w) & (speed > 0)
@@ -129,7 +139,8 @@ def decode_actions(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
         if radius is None:
             radius = np.full(shape, params.query_radius_default, np.float32)
         else:
-            radius = radius[..., 0].astype(np.float32, copy=False)
+            with np.errstate(over="ignore"):
+                radius = radius[..., 0].astype(np.float32, copy=False)
             check(QUERY_WORLD, (radius > 0) & (radius <= params.query_radius_max))
         out["query_radius"] = radius
         out["query_filter"] = (np.zeros(shape, np.intp) if qfilter is None

@@ -141,7 +141,7 @@ class ArenaVectorEnv(VectorEnv):
                 self._rngs[i], _ = seeding.np_random(seeds[i])
         self.scenario.reset(self.state, index, [self._rngs[i] for i in index])
         self._needs_reset[index] = False
-        return self.scenario.observe(self.state), self._info()
+        return self.scenario.observe(self.state), self._info(mask)
 
     def step(self, actions):
         actions = decode_actions(actions, self._shape, self.single_action_space, self.scenario.params)
@@ -170,18 +170,19 @@ class ArenaVectorEnv(VectorEnv):
         return obs, reward.astype(np.float64), terminated, truncated, infos
 
     def _final(self, obs, infos, done):
+        """The SAME_STEP entries for the worlds ``done``, as Gymnasium's SyncVectorEnv lays them out."""
         final_obs = np.full(self.num_envs, None, dtype=object)
         for i in done:
             final_obs[i] = _row(obs, i)
         mask = np.zeros(self.num_envs, bool)
         mask[done] = True
-        final_info = {**infos}
-        return {"final_obs": final_obs, "_final_obs": mask, "final_info": final_info, "_final_info": mask.copy()}
+        return {"final_obs": final_obs, "_final_obs": mask, "final_info": self._info(mask), "_final_info": mask}
 
-    def _info(self) -> dict[str, np.ndarray]:
+    def _info(self, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The scenario's info, each key with its ``_key`` mask (true where ``mask`` is, default all)."""
         info = self.scenario.info(self.state)
-        everywhere = np.ones(self.num_envs, bool)
-        return {**info, **{"_" + k: everywhere for k in info}}
+        present = np.ones(self.num_envs, bool) if mask is None else mask
+        return {**info, **{"_" + k: present.copy() for k in info}}
 
     def _reset_mask(self, options) -> np.ndarray:
         mask = (options or {}).get("reset_mask")

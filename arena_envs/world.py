@@ -352,13 +352,13 @@ def _move(params: WorldParams, s: WorldState) -> None:
     scale = step / np.maximum(dist, F32(1e-6))
     vx = dx * scale
     vz = dz * scale
-    nx = s.x + vx
-    nz = s.z + vz
-    if s.obst_r.shape[1]:
-        _slide_around_obstacles(params, s, nx, nz, vx, vz, step)
     bound = F32(params.half_size - params.agent_radius)
-    np.maximum(np.minimum(nx, bound), -bound, out=s.x)
-    np.maximum(np.minimum(nz, bound), -bound, out=s.z)
+    nx = np.maximum(np.minimum(s.x + vx, bound), -bound)
+    nz = np.maximum(np.minimum(s.z + vz, bound), -bound)
+    if s.obst_r.shape[1]:
+        _slide_around_obstacles(params, s, nx, nz, vx, vz, step, bound)
+    s.x[...] = nx
+    s.z[...] = nz
 
     # energy: sprinting (speed above 1) drains it, anything slower regains it
     drain = F32(params.energy_drain_per_s * params.dt) * (speed - F32(1.0))
@@ -370,10 +370,12 @@ def _move(params: WorldParams, s: WorldState) -> None:
     s.moving &= dx * dx + dz * dz >= F32(params.arrive_distance**2)
 
 
-def _slide_around_obstacles(params, s, nx, nz, vx, vz, step) -> None:
+def _slide_around_obstacles(params, s, nx, nz, vx, vz, step, bound) -> None:
     """Keep agents out of obstacle circles: one that runs into a circle slides along it.
 
-    ``nx, nz`` (the intended positions) are corrected in place.
+    ``nx, nz`` (the intended positions) are corrected in place. A slide that would still
+    overlap a circle (a gap narrower than the agent, a circle against the wall) is not
+    taken: the agent stays where it is, so no agent ever enters an obstacle.
     """
     reach = s.obst_r + F32(params.agent_radius)  # (B, O)
     cx = nx[:, :, None] - s.obst_x[:, None, :]
@@ -401,12 +403,15 @@ def _slide_around_obstacles(params, s, nx, nz, vx, vz, step) -> None:
     tx = np.where(head_on, -nrm_z * side, tx / safe_len) * length
     tz = np.where(head_on, nrm_x * side, tz / safe_len) * length
     slide_x, slide_z = px + tx, pz + tz
-    # then push the slid position out of every circle it still overlaps
+    # push the slid position out of the circles it overlaps, keep it in the world
     qx, qz = slide_x[:, None] - ox, slide_z[:, None] - oz
     qd = np.maximum(np.hypot(qx, qz), F32(1e-6))
     push = np.maximum(rr - qd, 0.0) / qd
-    nx[b, a] = slide_x + (qx * push).sum(-1)
-    nz[b, a] = slide_z + (qz * push).sum(-1)
+    slide_x = np.clip(slide_x + (qx * push).sum(-1), -bound, bound)
+    slide_z = np.clip(slide_z + (qz * push).sum(-1), -bound, bound)
+    stuck = (np.hypot(slide_x[:, None] - ox, slide_z[:, None] - oz) < rr - F32(1e-3)).any(-1)
+    nx[b, a] = np.where(stuck, px, slide_x)
+    nz[b, a] = np.where(stuck, pz, slide_z)
 
 
 def _hazards(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents) -> None:

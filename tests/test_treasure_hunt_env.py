@@ -523,6 +523,6 @@ def test_vector_env_on_disk_renders_and_cleans_up() -> None:
 def test_bench_rows_report_tool_call_rates() -> None:
     from arena_envs.treasure_hunt.bench import bench_rows
 
-    rows = bench_rows(seconds=0.2)
+    rows = bench_rows(seconds=0.05)
     assert [label.split(",")[0] for label, _, _ in rows] == ["TreasureHunt memory"] * 2 + ["TreasureHunt disk"] * 2
     assert all(rate > 0 and unit == "tool calls/s" for _, rate, unit in rows)

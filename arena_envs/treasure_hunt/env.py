@@ -414,8 +414,8 @@ class TreasureHuntVectorEnv(VectorEnv):
     def _new_episode(self, index: int, seed: int | None) -> _Episode:
         """A new episode for env ``index``; without a seed, its hunt seed comes from the env's generator."""
         if seed is not None:
-            self._rngs[index] = seeding.np_random(seed)[0]
-            hunt_seed = seed
+            hunt_seed = int(seed)
+            self._rngs[index] = seeding.np_random(hunt_seed)[0]
         else:
             rng = self._rngs[index]
             if rng is None:
