@@ -32,3 +32,12 @@ def _register_all() -> None:
 
 
 _register_all()
+
+
+def __getattr__(name: str):
+    # `arena_envs.evaluate` loads the tool layer only when asked for
+    if name in ("evaluate", "evaluate_async"):
+        from arena_envs import evaluation
+
+        return getattr(evaluation, name)
+    raise AttributeError(f"module 'arena_envs' has no attribute {name!r}")
