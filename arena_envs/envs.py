@@ -60,6 +60,11 @@ def step_subset(step, state: WorldState, actions: ToolActions, active: np.ndarra
     return tuple(out)
 
 
+def _check_render_mode(render_mode: str | None, metadata: dict[str, Any]) -> None:
+    if render_mode is not None and render_mode not in metadata["render_modes"]:
+        raise ValueError(f"render_mode must be None or one of {metadata['render_modes']}, got {render_mode!r}")
+
+
 def _row(tree: Any, i: int) -> Any:
     if isinstance(tree, dict):
         return {k: _row(v, i) for k, v in tree.items()}
@@ -69,9 +74,10 @@ def _row(tree: Any, i: int) -> Any:
 class ArenaEnv(gym.Env):
     """A single world of a scenario: the batch of one behind ``gym.make``."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, scenario: Scenario, render_mode: str | None = None):
+        _check_render_mode(render_mode, self.metadata)
         self.scenario = scenario
         self.observation_space = scenario.observation_space
         self.action_space = scenario.action_space
@@ -96,6 +102,14 @@ class ArenaEnv(gym.Env):
     def _info(self) -> dict[str, Any]:
         return {k: v[0].item() for k, v in self.scenario.info(self.state).items()}
 
+    def render(self) -> np.ndarray | None:
+        """The world seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            return None
+        from arena_envs.render import render_frame
+
+        return render_frame(self.scenario, self.state, 0)
+
 
 class ArenaVectorEnv(VectorEnv):
     """The native numpy batch of a scenario: every world steps in the same array operations.
@@ -107,7 +121,9 @@ class ArenaVectorEnv(VectorEnv):
     resets only the worlds where ``m`` is true.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"],
+                                "render_fps": 10}
+    render_worlds = 4  # how many worlds `render` tiles
 
     def __init__(self, scenario: Scenario, num_envs: int,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
@@ -117,6 +133,7 @@ class ArenaVectorEnv(VectorEnv):
         mode = AutoresetMode(autoreset_mode)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
             raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode}")
+        _check_render_mode(render_mode, self.metadata)
         self.scenario = scenario
         self.num_envs = int(num_envs)
         self.metadata = {**self.metadata, "autoreset_mode": mode}
@@ -168,6 +185,15 @@ class ArenaVectorEnv(VectorEnv):
                 infos.update(self._info())
         self._needs_reset = terminated | truncated
         return obs, reward.astype(np.float64), terminated, truncated, infos
+
+    def render(self) -> np.ndarray | None:
+        """The first few worlds tiled in one uint8 frame (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            return None
+        from arena_envs.render import render_frame, tile
+
+        worlds = range(min(self.render_worlds, self.num_envs))
+        return tile([render_frame(self.scenario, self.state, b) for b in worlds])
 
     def _final(self, obs, infos, done):
         """The SAME_STEP entries for the worlds ``done``, as Gymnasium's SyncVectorEnv lays them out."""
