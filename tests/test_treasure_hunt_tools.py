@@ -13,9 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena_envs.tools import Decision, ToolCallError
 from arena_envs.treasure_hunt import (
     BOUNDARY_ERROR,
     CONFIG_FILE,
+    HUNT_TOOLS,
     INCORRECT_KEY_ERROR,
     MAX_CAT_BYTES,
     NO_TREASURE_ERROR,
@@ -154,7 +156,9 @@ def test_cat_failures(hunt: TreasureHunt) -> None:
     first = hunt.config["golden_path"][0]
     assert tool_cat(hunt.root, root, first) == {"success": False, "error": f"File not found: {first}"}
     assert tool_cat(hunt.root, root, "../start.txt") == {"success": False, "error": BOUNDARY_ERROR}
-    assert tool_cat(hunt.root, root, "") == {"success": False, "error": "Missing parameter: file"}
+    result = tool_cat(hunt.root, root, "")
+    assert not result["success"]
+    assert result["error"].startswith("Invalid tool call: cat: 'file' must have at least 1 character")
 
 
 def custom_hunt(layout: HuntLayout, backend: str, base: Path) -> tuple[Any, Any]:
@@ -280,6 +284,15 @@ def test_execute_tool_plays_a_whole_hunt(hunt: TreasureHunt) -> None:
         {"tool": "cat", "parameters": {"file": "start.txt"}},
         {"type": "function", "function": {"name": "cat", "arguments": '{"file": "start.txt"}'}},
         {"tool": "cat", "path": "start.txt"},
+        # read by arena_envs.tools.parse_decision, like every other tool call in the package
+        'I will read the first clue: {"tool": "cat", "file": "start.txt"}',
+        {"tool_calls": [{"type": "function", "function": {"name": "cat", "arguments": '{"file": "start.txt"}'}}]},
+        {"action": "cat", "action_input": {"file": "start.txt"}},
+        {"tool": " cat ", "file": "start.txt"},
+        Decision("cat", {"file": "start.txt"}, "the first clue"),
+        # what the hunt forgives beyond its schemas: nulls, keys that are no parameter
+        {"tool": "cat", "file": "start.txt", "note": "first"},
+        {"tool": "cat", "file": None, "path": "start.txt"},
     ],
 )
 def test_execute_tool_accepts_the_common_tool_call_forms(hunt: TreasureHunt, tool_call: Any) -> None:
@@ -299,37 +312,52 @@ def test_execute_tool_accepts_an_object_with_to_dict(hunt: TreasureHunt) -> None
 @pytest.mark.parametrize(
     ("tool_call", "error"),
     [
-        (None, 'Invalid tool call: expected a JSON object such as {"tool": "ls"}'),
-        (42, 'Invalid tool call: expected a JSON object such as {"tool": "ls"}'),
-        (["ls"], 'Invalid tool call: expected a JSON object such as {"tool": "ls"}'),
-        ("ls", "Invalid tool call: not valid JSON"),
-        ("", "Invalid tool call: not valid JSON"),
-        ("[" * 100_000, "Invalid tool call: not valid JSON"),
-        (b"\xff\xfe", "Invalid tool call: not valid JSON"),
-        ('"just a string"', 'Invalid tool call: expected a JSON object such as {"tool": "ls"}'),
-        ({}, "Invalid tool call: missing 'tool'"),
-        ({"tool": 7}, "Unknown tool: 7"),
         ({"tool": "rm", "path": "/"}, "Unknown tool: rm"),
+        ('{"tool": "rm", "path": "/"}', "Unknown tool: rm"),
+        ({"name": "rm", "arguments": "{broken"}, "Unknown tool: rm"),
         ({"tool": "x" * 500}, "Unknown tool: " + "x" * 64 + "..."),
         ({"tool": "bad\x00name\u202e"}, "Unknown tool: bad?name?"),
-        ({"tool": "cd"}, "Missing parameter: path"),
-        ({"tool": "cd", "path": 5}, "Invalid parameter: path must be a string"),
-        ({"tool": "cd", "path": ["a"]}, "Invalid parameter: path must be a string"),
-        ({"tool": "cat"}, "Missing parameter: file"),
-        ({"tool": "cat", "file": {"a": 1}}, "Invalid parameter: file must be a string"),
-        ({"tool": "ls", "path": 3.5}, "Invalid parameter: path must be a string"),
-        ({"tool": "check_treasure"}, "Missing parameter: key"),
-        ({"tool": "check_treasure", "key": 1234}, "Invalid parameter: key must be a string"),
-        ({"name": "cat", "arguments": "{not json"}, "Invalid tool call: not valid JSON"),
-        ({"name": "cat", "arguments": [1, 2]}, "Invalid tool call: 'arguments' must be an object"),
+        (Decision("rm"), "Unknown tool: rm"),
     ],
 )
-def test_execute_tool_turns_bad_calls_into_errors(hunt: TreasureHunt, tool_call: Any, error: str) -> None:
+def test_unknown_tools_get_the_seed_error(hunt: TreasureHunt, tool_call: Any, error: str) -> None:
+    result = execute_tool(tool_call, hunt.root, root_argument(hunt), hunt.config)
+    assert result == {"success": False, "error": error}
+
+
+@pytest.mark.parametrize(
+    ("tool_call", "reason"),
+    [
+        (None, "expected model output as text, a dict or a Decision"),
+        (42, "expected model output as text, a dict or a Decision"),
+        (["ls"], "expected model output as text, a dict or a Decision"),
+        ("ls", "no JSON tool call found"),
+        ("", "model output is empty"),
+        ("[" * 100_000, "not valid JSON"),
+        (b"\xff\xfe", "not UTF-8"),
+        ('"just a string"', "no JSON tool call found"),
+        ({}, "no tool name found"),
+        ({"tool": 7}, "tool name must be a non-empty string, got 7"),
+        ({"tool": "cd"}, "cd: missing required parameter 'path'"),
+        ({"tool": "cd", "path": 5}, "cd: 'path' must be a string"),
+        ({"tool": "cd", "path": ["a"]}, "cd: 'path' must be a string"),
+        ({"tool": "cat"}, "cat: missing required parameter 'file'"),
+        ({"tool": "cat", "file": {"a": 1}}, "cat: 'file' must be a string"),
+        ({"tool": "ls", "path": 3.5}, "ls: 'path' must be a string"),
+        ({"tool": "check_treasure"}, "check_treasure: missing required parameter 'key'"),
+        ({"tool": "check_treasure", "key": 1234}, "check_treasure: 'key' must be a string"),
+        ({"name": "cat", "arguments": "{not json"}, "arguments of 'cat' are not valid JSON"),
+        ({"name": "cat", "arguments": [1, 2]}, "arguments of 'cat' must be a JSON object"),
+    ],
+)
+def test_execute_tool_turns_bad_calls_into_errors(hunt: TreasureHunt, tool_call: Any, reason: str) -> None:
+    """Malformed calls: "Invalid tool call: " and the reason the shared tool-calling layer gives."""
     result = execute_tool(tool_call, hunt.root, root_argument(hunt), hunt.config)
     if isinstance(result, tuple):
         result, new_dir = result
         assert new_dir == hunt.root
-    assert result == {"success": False, "error": error}
+    assert result["success"] is False and set(result) == {"success", "error"}
+    assert result["error"].startswith("Invalid tool call: ") and reason in result["error"], result["error"]
 
 
 @pytest.mark.parametrize("arguments", ["{broken", "[1, 2]", 7])
@@ -349,7 +377,12 @@ def test_give_up_is_a_tool(hunt: TreasureHunt) -> None:
 
 def test_a_current_directory_outside_the_hunt_is_refused(tmp_path: Path) -> None:
     hunt = make_hunt("disk", tmp_path)
+    assert execute_tool('{"tool": "ls"}', hunt.root, hunt.root, hunt.config)["success"]  # now a memoized text
     for outside in (tmp_path, Path("/etc"), hunt.root / ".." / "elsewhere"):
+        assert execute_tool('{"tool": "ls"}', outside, hunt.root, hunt.config) == {
+            "success": False,
+            "error": BOUNDARY_ERROR,
+        }
         assert tool_ls(outside, hunt.root) == {"success": False, "error": BOUNDARY_ERROR}
         assert tool_pwd(outside, hunt.root) == {"success": False, "error": BOUNDARY_ERROR}
         assert tool_cd(outside, hunt.root, "/") == ({"success": False, "error": BOUNDARY_ERROR}, outside)
@@ -712,6 +745,14 @@ def test_disk_backend_reports_outside_for_escaping_symlinks(attacked: tuple[Trea
 
 
 # --- tool schemas -----------------------------------------------------------------------
+
+
+def test_schemas_and_checks_come_from_one_declaration() -> None:
+    assert TREASURE_HUNT_TOOL_SCHEMAS == HUNT_TOOLS.schemas()
+    assert HUNT_TOOLS.names == ("pwd", "cd", "ls", "cat", "check_treasure", "give_up")
+    assert HUNT_TOOLS.validate("ls", {}) == {"path": None}
+    with pytest.raises(ToolCallError, match="missing required parameter 'key'"):
+        HUNT_TOOLS.validate("check_treasure", {})
 
 
 def test_tool_schemas_describe_every_tool() -> None:

@@ -20,6 +20,7 @@ _PARAM_KEYS = ("params", "arguments", "parameters", "args", "input", "action_inp
 _REASONING_KEYS = ("reasoning", "reason", "thought")
 _WRAPPER_KEYS = ("function_call", "tool_call", *_TOOL_KEYS)  # when they hold an object
 _API_TYPES = ("function", "function_call", "tool_call", "tool_use")
+_CALL_KEYS = frozenset((*_WRAPPER_KEYS, "tool_calls", "role"))
 _MAX_NESTING = 4
 _MAX_EMBEDDED_ATTEMPTS = 200
 
@@ -74,14 +75,21 @@ def parse_decision(raw: Any) -> Decision:
     ``action``, and the parameters under ``params``, ``arguments`` (an object or a JSON
     string), ``parameters``, ``args``, ``input`` or ``action_input``, or they may sit beside
     the tool name. OpenAI shapes (``{"type": "function", "function": {...}}``, a message
-    with one entry in ``tool_calls``, SDK objects with ``model_dump``) and Anthropic
-    ``tool_use`` blocks are read too. Anything else raises ToolCallError (INVALID_PARAMS).
+    with one entry in ``tool_calls``, SDK objects with ``model_dump``), Anthropic
+    ``tool_use`` blocks and other objects with ``to_dict`` are read too. Anything else
+    raises ToolCallError (INVALID_PARAMS).
     The parameters are not checked here: see ``validate_params``.
     """
+    if type(raw) is str:  # the common cases first: neither has a model_dump
+        return _from_text(raw)
+    if type(raw) is dict:
+        return _from_mapping(raw)
     if isinstance(raw, Decision):
         return raw
     if callable(getattr(raw, "model_dump", None)):
         raw = raw.model_dump()
+    elif not isinstance(raw, (str, Mapping)) and callable(getattr(raw, "to_dict", None)):
+        raw = raw.to_dict()
     if isinstance(raw, Mapping):
         return _from_mapping(raw)
     if isinstance(raw, (bytes, bytearray)):
@@ -99,7 +107,7 @@ def _from_text(text: str) -> Decision:
         raise ToolCallError(f"model output is too long ({len(text)} characters, limit {MAX_OUTPUT_CHARS})")
     text = text.strip()
     if not text:
-        raise ToolCallError('model output is empty; expected a JSON tool call like {"tool": "idle"}')
+        raise ToolCallError('model output is empty; expected a JSON tool call like {"tool": "<name>"}')
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -107,7 +115,7 @@ def _from_text(text: str) -> Decision:
     else:
         if isinstance(value, str):
             return _from_text(value)  # JSON encoded twice
-        if not isinstance(value, Mapping):
+        if not isinstance(value, dict):  # what json.loads makes of an object
             raise ToolCallError(f"expected a JSON object holding a tool call, got a JSON {json_type_name(value)}")
         if _is_call_like(value):
             return _from_mapping(value)
@@ -141,9 +149,9 @@ def _embedded_call(text: str) -> Mapping[str, Any] | None:
     return None
 
 
-def _is_call_like(data: Mapping[str, Any]) -> bool:
-    """Whether ``data`` names a tool, wraps a call or is a chat message."""
-    return any(key in data for key in (*_WRAPPER_KEYS, "tool_calls", "role"))
+def _is_call_like(data: dict[str, Any]) -> bool:
+    """Whether ``data`` (decoded JSON) names a tool, wraps a call or is a chat message."""
+    return not _CALL_KEYS.isdisjoint(data)
 
 
 def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None = None) -> Decision:
@@ -163,10 +171,10 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
     if "role" in data and isinstance(content, str):  # a chat message answered in text
         return _with_reasoning(_from_text(content), reasoning)
     for key in _WRAPPER_KEYS:
-        if isinstance(data.get(key), Mapping):
+        if key in data and isinstance(data[key], Mapping):
             return _from_mapping(data[key], depth + 1, reasoning)
 
-    tool_key = next((key for key in _TOOL_KEYS if key in data), None)
+    tool_key = _first_key(data, _TOOL_KEYS)
     if tool_key is None:
         raise ToolCallError(f"no tool name found; expected a key such as {_TOOL_KEYS_TEXT}", field="tool")
     tool = data[tool_key]
@@ -174,7 +182,7 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
         raise ToolCallError(f"tool name must be a non-empty string, got {_shown(tool)}", field="tool")
     tool = tool.strip()
 
-    params_key = next((key for key in _PARAM_KEYS if key in data), None)
+    params_key = _first_key(data, _PARAM_KEYS)
     if params_key is not None:
         params = _params(data[params_key], tool)
     elif data.get("type") in _API_TYPES:
@@ -193,17 +201,28 @@ def _params(value: Any, tool: str) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except (ValueError, RecursionError) as error:
-            raise ToolCallError(f"arguments of {tool!r} are not valid JSON: {error}", field="params") from None
-    if not isinstance(value, Mapping):
+            raise ToolCallError(
+                f"arguments of {tool!r} are not valid JSON: {error}", field="params", tool=tool
+            ) from None
+    if not isinstance(value, (dict, Mapping)):
         raise ToolCallError(
             f"arguments of {tool!r} must be a JSON object, got {json_type_name(value)}",
             field="params",
+            tool=tool,
         )
     return dict(value)
 
 
+def _first_key(data: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        if key in data:
+            return key
+    return None
+
+
 def _reasoning(data: Mapping[str, Any]) -> str | None:
-    value = next((data[key] for key in _REASONING_KEYS if key in data), None)
+    key = _first_key(data, _REASONING_KEYS)
+    value = None if key is None else data[key]
     return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
 
 

@@ -24,7 +24,9 @@ class ToolCallError(ValueError):
     """A tool call that cannot be carried out, with its error code and a message for the agent.
 
     ``field`` names the offending part of the call (``"tool"``, ``"params"`` or a parameter
-    name) when there is one.
+    name) when there is one; ``tool`` names the tool when the call names one but its
+    arguments can't be read (``parse_decision`` sets it), so a caller can still tell which
+    tool failed.
     """
 
     def __init__(
@@ -32,11 +34,13 @@ class ToolCallError(ValueError):
         message: str,
         code: ErrorCode | str = ErrorCode.INVALID_PARAMS,
         field: str | None = None,
+        tool: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = ErrorCode(code)
         self.field = field
+        self.tool = tool
 
     def to_dict(self) -> dict[str, Any]:
         """The failed ``last_action_result`` an observation reports for this error."""

@@ -17,6 +17,7 @@ import math
 import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .errors import ToolCallError
@@ -101,7 +102,7 @@ class Param:
             schema["minLength"] = self.min_length
         if self.enum is not None:
             schema["enum"] = list(self.enum)
-        for keyword, bound in self._bounds():
+        for keyword, bound in self._bounds:
             schema[keyword] = bound
         if self.default is not None:
             schema["default"] = self.default
@@ -118,9 +119,9 @@ class Param:
         if self.enum is not None and checked not in self.enum:
             allowed = ", ".join(repr(option) for option in self.enum)
             raise _error(tool, field, f"must be one of {allowed}", value)
-        for keyword, bound in self._bounds():
+        for keyword, bound in self._bounds:
             if not _BOUND_TESTS[keyword](checked, bound):
-                limits = " and ".join(f"{_BOUND_SIGNS[k]} {b:g}" for k, b in self._bounds())
+                limits = " and ".join(f"{_BOUND_SIGNS[k]} {b:g}" for k, b in self._bounds)
                 raise _error(tool, field, f"must be {limits}", value)
         return checked
 
@@ -133,6 +134,7 @@ class Param:
             raise _error(tool, field, f"must have exactly {self.length} items", value)
         return [_check_type(self.items, item, tool, f"{field}[{index}]") for index, item in enumerate(value)]
 
+    @cached_property
     def _bounds(self) -> list[tuple[str, float]]:
         bounds = {
             "minimum": self.minimum,
@@ -193,7 +195,7 @@ class ToolSpec:
         by_name = {param.name: param for param in self.params}
         if len(by_name) != len(self.params):
             raise ValueError(f"tool {self.name!r}: parameter names must be unique")
-        for shorthand in self._shorthands():
+        for shorthand in self._shorthands:
             for target in shorthand.shorthand_for:
                 param = by_name.get(target)
                 if param is None or not param.required or param.type != shorthand.items:
@@ -205,7 +207,7 @@ class ToolSpec:
     @property
     def schema(self) -> dict[str, Any]:
         """This tool in the OpenAI function-calling format."""
-        covered = {name for shorthand in self._shorthands() for name in shorthand.shorthand_for}
+        covered = {name for shorthand in self._shorthands for name in shorthand.shorthand_for}
         parameters: dict[str, Any] = {
             "type": "object",
             "properties": {param.name: param.schema() for param in self.params},
@@ -217,7 +219,7 @@ class ToolSpec:
                 {"required": list(s.shorthand_for), "properties": {s.name: False}},
                 {"required": [s.name], "properties": {n: False for n in s.shorthand_for}},
             ]
-            for s in self._shorthands()
+            for s in self._shorthands
         ]
         if len(forms) == 1:
             parameters["oneOf"] = forms[0]
@@ -231,12 +233,12 @@ class ToolSpec:
         Shorthand arrays are expanded (``target`` becomes ``target_x``, ``target_y``,
         ``target_z``), defaults are filled in and omitted optional parameters are None.
         """
-        if not isinstance(params, Mapping):
+        if not isinstance(params, (dict, Mapping)):  # dict first: the common case, and quicker
             raise ToolCallError(
                 f"{self.name}: params must be a JSON object, got {json_type_name(params)}",
                 field="params",
             )
-        known = {param.name for param in self.params}
+        known = self._names
         for key in params:
             if key not in known:
                 expected = ", ".join(sorted(known)) or "none"
@@ -245,7 +247,7 @@ class ToolSpec:
                     field=str(key),
                 )
         values = dict(params)
-        for shorthand in self._shorthands():
+        for shorthand in self._shorthands:
             if shorthand.name not in values:
                 continue
             given = [name for name in shorthand.shorthand_for if name in values]
@@ -268,12 +270,17 @@ class ToolSpec:
                 normalized[param.name] = param.default
         return normalized
 
+    @cached_property
     def _shorthands(self) -> list[Param]:
         return [param for param in self.params if param.shorthand_for]
 
+    @cached_property
+    def _names(self) -> frozenset[str]:
+        return frozenset(param.name for param in self.params)
+
     def _missing_message(self, name: str) -> str:
         message = f"{self.name}: missing required parameter '{name}'"
-        for shorthand in self._shorthands():
+        for shorthand in self._shorthands:
             if name in shorthand.shorthand_for:
                 message += f" (or give '{shorthand.name}': [{', '.join(shorthand.shorthand_for)}])"
         return message

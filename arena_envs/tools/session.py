@@ -20,17 +20,23 @@ from arena_envs.observations import (
     Inventory,
     ItemInfo,
     Observation,
+    RecipeInfo,
     ResourceInfo,
+    StationInfo,
 )
 from arena_envs.world import (
+    BUSY,
     COLLECT,
     CRAFT,
     HAZARD_TYPES,
     INVALID_PARAMS,
+    INVENTORY_FULL,
+    MISSING_MATERIALS,
     MOVE_TO,
     NOT_FOUND,
     OBSTACLE_KINDS,
     OK,
+    OUT_OF_RANGE,
     QUERY_FILTERS,
     QUERY_INVENTORY,
     QUERY_WORLD,
@@ -47,13 +53,14 @@ FOOD = {"berry", "apple", "meal"}
 
 
 def entity_names(types: list[str], kinds: np.ndarray) -> list[str]:
-    """``<Type><n>`` names for a table of entity kinds, numbered per type in row order."""
+    """``<Type><n>`` names for a table of entity kinds, numbered per type in row order
+    (``iron_ore`` becomes ``IronOre1``)."""
     seen: dict[str, int] = {}
     names = []
     for kind in kinds:
         type_name = types[int(kind)]
         seen[type_name] = seen.get(type_name, 0) + 1
-        names.append(f"{type_name.capitalize()}{seen[type_name]}")
+        names.append("".join(word.capitalize() for word in type_name.split("_")) + str(seen[type_name]))
     return names
 
 
@@ -69,6 +76,7 @@ class ToolSession:
         self.scenario, self.state, self.world, self.agent = scenario, state, world, agent
         self.params = scenario.params
         self.agent_id = agent_id
+        self.recipes = tuple(getattr(self.params, "recipes", ()))  # crafting scenarios have recipes
         self._names: dict[str, list[str]] = {}
         self._edge_error: ToolCallError | None = None
         self._last_call: dict[str, Any] = {}
@@ -80,6 +88,7 @@ class ToolSession:
             "resource": entity_names(list(self.params.resource_types), s.ent_kind[b, slots.res]),
             "hazard": entity_names(list(HAZARD_TYPES), s.ent_kind[b, slots.haz]),
             "obstacle": entity_names(list(OBSTACLE_KINDS), s.obst_kind[b]),
+            "station": entity_names(list(self.params.station_types), s.ent_kind[b, slots.st]),
         }
         self._edge_error, self._last_call = None, {}
 
@@ -113,8 +122,13 @@ class ToolSession:
         elif index == COLLECT:
             actions.collect_index[row] = self._row("resource", params["target_name"])
         elif index == CRAFT:
-            raise ToolCallError(f"craft: no station named '{params['station_name']}' in this world",
-                                code="NOT_FOUND", field="station_name")
+            # an unknown name becomes the row past its table: the world answers NOT_FOUND, after
+            # BUSY, and counts the attempt like any other craft
+            recipes = [r.name.lower() for r in self.recipes]
+            stations = [n.lower() for n in self._names["station"]]
+            item, station = params["item_name"].lower(), params["station_name"].lower()
+            actions.recipe[row] = recipes.index(item) if item in recipes else len(recipes)
+            actions.station[row] = stations.index(station) if station in stations else len(stations)
         elif index == QUERY_WORLD:
             actions.query_radius[row] = params["radius"]
             actions.query_filter[row] = QUERY_FILTERS.index(params["filter_type"] or "all")
@@ -144,7 +158,7 @@ class ToolSession:
             if row[1]:
                 queried.append({"name": name, "type": "resource", "resource_type": kind,
                                 "position": list(pos), "distance": dist})
-        for row, name, kind, pos, dist in rows(arrays["hazards"], "hazard", HAZARD_TYPES):
+        for row, name, kind, pos, dist in rows(arrays.get("hazards", ()), "hazard", HAZARD_TYPES):
             damage = p.hazard_entry_damage[HAZARD_TYPES.index(kind)] or p.hazard_damage_per_s[HAZARD_TYPES.index(kind)]
             if row[0]:
                 hazards.append(HazardInfo(name, kind, pos, dist, float(damage)))
@@ -155,7 +169,17 @@ class ToolSession:
                     for r in resources]
         entities += [EntityInfo(h.name, "hazard", h.position, h.distance, {"hazard_type": h.type})
                      for h in hazards]
-        for row, name, kind in zip(arrays["obstacles"], self._names["obstacle"], s.obst_kind[b], strict=False):
+        stations = []
+        for row, name, kind, pos, dist in rows(arrays.get("stations", ()), "station", p.station_types):
+            in_use = bool(row[-1])
+            if row[0]:
+                stations.append(StationInfo(name, kind, pos, dist, in_use))
+                entities.append(EntityInfo(name, "station", pos, dist, {"station_type": kind, "in_use": in_use}))
+            if row[1]:
+                queried.append({"name": name, "type": "station", "station_type": kind,
+                                "position": list(pos), "distance": dist, "in_use": in_use})
+        for row, name, kind in zip(arrays.get("obstacles", ()), self._names["obstacle"], s.obst_kind[b],
+                                   strict=False):
             if row[0]:
                 pos = (x + float(row[1]), 0.0, z + float(row[2]))
                 entities.append(EntityInfo(name, "obstacle", pos, float(np.hypot(row[1], row[2])),
@@ -173,6 +197,8 @@ class ToolSession:
             visible_entities=entities,
             nearby_resources=sorted(resources, key=lambda r: r.distance),
             nearby_hazards=sorted(hazards, key=lambda h: h.distance),
+            nearby_stations=sorted(stations, key=lambda st: st.distance),
+            available_recipes={r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes},
             inventory=inventory,
             health=float(s.health[b, a]),
             energy=float(s.energy[b, a]),
@@ -180,12 +206,31 @@ class ToolSession:
             query_result={"entities": sorted(queried, key=lambda e: e["distance"])}
             if asked and tool == QUERY_WORLD else None,
             inventory_details={
-                "items": [{"name": i.name, "count": i.quantity, "type": "food" if i.name in FOOD else "material"}
-                          for i in inventory],
+                "items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)} for i in inventory],
                 "capacity": p.inventory_capacity, "used": int(counts.sum())}
             if asked and tool == QUERY_INVENTORY else None,
-            custom={**info, "time_limit": p.max_ticks * p.dt, "ticks_left": p.max_ticks - int(s.tick[b])},
+            custom={**info, "time_limit": p.max_ticks * p.dt, "ticks_left": p.max_ticks - int(s.tick[b]),
+                    **self._crafting_status()},
         )
+
+    def _item_type(self, name: str) -> str:
+        if name in FOOD:
+            return "food"
+        return "crafted" if any(r.output == name for r in self.recipes) else "material"
+
+    def _crafting_status(self) -> dict[str, Any]:
+        """The goal and the craft in progress (None when idle), for scenarios with recipes."""
+        if not self.recipes:
+            return {}
+        s, b, a = self.state, self.world, self.agent
+        left = int(s.craft_left[b, a])
+        crafting = None
+        if left:
+            recipe = self.recipes[int(s.craft_recipe[b, a])]
+            crafting = {"item": recipe.output, "recipe": recipe.name,
+                        "station": self._names["station"][int(s.craft_station[b, a])],
+                        "ticks_left": left, "progress": round(1.0 - left / recipe.ticks, 4)}
+        return {"goal": self.params.goal, "crafting": crafting}
 
     def _result(self, tool: int, code: int) -> ActionResult:
         name = TOOL_NAMES[tool] if self._edge_error is None else self._last_call.get("tool") or "unknown"
@@ -203,11 +248,54 @@ class ToolSession:
                     f"collection range is {p.collect_range:.1f}")
         if tool == COLLECT and code == NOT_FOUND:
             return f"Target '{target}' does not exist or was already collected"
+        if code == BUSY:
+            return self._busy_message()
+        if tool == CRAFT:
+            return self._craft_message(code)
         if code == RESULT_CODES.index("INVENTORY_FULL"):
             return f"Inventory is full ({p.inventory_capacity} items)"
         if code == INVALID_PARAMS:
             return f"{TOOL_NAMES[tool]}: invalid parameters"
         return f"{TOOL_NAMES[tool]} failed: {RESULT_CODES[code]}"
+
+    def _busy_message(self) -> str:
+        s, b, a = self.state, self.world, self.agent
+        station = self._names["station"][int(s.last_index[b, a])]
+        if s.last_value[b, a] == 0:  # the world's mark for a station another agent works at
+            return f"Station '{station}' is in use by another agent"
+        recipe = self.recipes[int(s.craft_recipe[b, a])].name
+        left = int(s.craft_left[b, a])
+        return f"Busy crafting {recipe} at {station}: " + (f"{left} ticks left" if left else "done this tick")
+
+    def _craft_message(self, code: int) -> str:
+        s, p, b, a = self.state, self.params, self.world, self.agent
+        item, station = self._last_call.get("item_name", ""), self._last_call.get("station_name", "")
+        stations = self._names["station"]
+        recipe = next((r for r in self.recipes if r.name.lower() == item.lower()), None)
+        row = int(s.last_index[b, a])
+        if code == NOT_FOUND:
+            if not stations:
+                return f"craft: no station named '{station}' in this world"
+            if recipe is None:
+                return f"Unknown recipe '{item}'; recipes: {', '.join(r.name for r in self.recipes)}"
+            if station.lower() not in (n.lower() for n in stations):
+                return f"No station named '{station}'; stations: {', '.join(stations)}"
+            kind = p.station_types[int(s.ent_kind[b, self.scenario.slots.st][row])]
+            if kind == recipe.station:  # the right type, so the station itself is gone
+                return f"Station '{stations[row]}' is not in this world any more"
+            article = {word: "an" if word[0] in "aeiou" else "a" for word in (recipe.station, kind)}
+            return (f"{recipe.name} is crafted at {article[recipe.station]} {recipe.station}, "
+                    f"and {stations[row]} is {article[kind]} {kind}")
+        if code == MISSING_MATERIALS:
+            have = dict(zip(p.item_names, s.inventory[b, a].tolist(), strict=True))
+            return "; ".join(f"Missing {i}: need {n}, have {have[i]}" for i, n in recipe.inputs.items() if have[i] < n)
+        if code == OUT_OF_RANGE:
+            return (f"Station '{stations[row]}' is {float(s.last_value[b, a]):.1f} units away, "
+                    f"crafting range is {p.craft_range:.1f}")
+        if code == INVENTORY_FULL:
+            return (f"Inventory is full: {recipe.count} {recipe.output} would not fit "
+                    f"in {p.inventory_capacity} items")
+        return f"craft failed: {RESULT_CODES[code]}"
 
 
 

@@ -15,6 +15,7 @@ form ``gym.make_vec("arena_envs/TreasureHunt-v0", num_envs=N)``.
 from arena_envs.treasure_hunt.env import TreasureHuntEnv, TreasureHuntVectorEnv
 from arena_envs.treasure_hunt.game_tools import (
     BOUNDARY_ERROR,
+    HUNT_TOOLS,
     INCORRECT_KEY_ERROR,
     MAX_CAT_BYTES,
     MAX_PATH_LENGTH,
@@ -26,7 +27,6 @@ from arena_envs.treasure_hunt.game_tools import (
     ToolResult,
     execute_tool,
     is_path_safe,
-    parse_tool_call,
     resolve_path,
     run_tool_call,
     tool_cat,
@@ -49,6 +49,7 @@ from arena_envs.treasure_hunt.oracle import OracleAgent
 __all__ = [
     "BOUNDARY_ERROR",
     "CONFIG_FILE",
+    "HUNT_TOOLS",
     "INCORRECT_KEY_ERROR",
     "MAX_CAT_BYTES",
     "MAX_PATH_LENGTH",
@@ -69,7 +70,6 @@ __all__ = [
     "generate_treasure_hunt",
     "hunt_params",
     "is_path_safe",
-    "parse_tool_call",
     "resolve_path",
     "run_tool_call",
     "tool_cat",

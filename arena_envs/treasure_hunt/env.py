@@ -13,8 +13,9 @@ observations are text, so an LLM agent can play through JSON tool calls.
 
 ``Text(max_length=2048)`` over printable ASCII: one tool call as JSON text. A dict is
 accepted as well, in the seed format ``{"tool": "cd", "path": "amber"}``, as
-``{"name": "cd", "arguments": {...}}`` or as an OpenAI tool call. The tools (schemas in
-``TREASURE_HUNT_TOOL_SCHEMAS``):
+``{"name": "cd", "arguments": {...}}``, as an OpenAI tool call or in any other shape
+``arena_envs.tools.parse_decision`` reads. The tools (declared once in ``HUNT_TOOLS``,
+schemas in ``TREASURE_HUNT_TOOL_SCHEMAS``):
 
 | Tool             | Parameters   | Effect                                              |
 |------------------|--------------|-----------------------------------------------------|

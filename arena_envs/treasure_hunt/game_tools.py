@@ -10,6 +10,10 @@ Two layers share one implementation, so they can't disagree:
   relative to the hunt root (``""`` is the root), which the environments call on their
   hot path.
 
+Tool calls are read by the shared tool-calling layer: ``arena_envs.tools.parse_decision``
+takes them in any shape it knows, and ``HUNT_TOOLS``, the one declaration of the six tools,
+gives both their schemas (``TREASURE_HUNT_TOOL_SCHEMAS``) and the checks of their parameters.
+
 A backend holds the hunt: ``DiskBackend`` reads a directory on disk, ``MemoryBackend``
 a tree in memory; both give the same answers for the same hunt.
 
@@ -29,31 +33,29 @@ Path rules, identical for both backends:
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, NamedTuple, Protocol
 
+from arena_envs.tools.decision import parse_decision
+from arena_envs.tools.errors import ToolCallError
+from arena_envs.tools.registry import Param, ToolRegistry, ToolSpec
+
 BOUNDARY_ERROR = "Path outside treasure hunt boundaries"
 INCORRECT_KEY_ERROR = "Incorrect treasure key"
 NO_TREASURE_ERROR = "No treasure in this directory"
 TREASURE_FOUND_OUTPUT = "TREASURE FOUND! You win!"
 GIVE_UP_OUTPUT = "You gave up the treasure hunt."
-INVALID_JSON_ERROR = "Invalid tool call: not valid JSON"
-NOT_AN_OBJECT_ERROR = 'Invalid tool call: expected a JSON object such as {"tool": "ls"}'
 
 MAX_PATH_LENGTH = 1024
 MAX_CAT_BYTES = 8192
-TOOL_NAMES = ("pwd", "cd", "ls", "cat", "check_treasure", "give_up")
 
 DIRECTORY = "directory"
 FILE = "file"
 OUTSIDE = "outside"
 
-_ARGUMENT_FIELDS = ("arguments", "params", "parameters")
-_JSON_DECODER = json.JSONDecoder()
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
@@ -80,18 +82,6 @@ class ToolResult(NamedTuple):
     text: str
     cwd: str | None  # the working directory afterwards, relative to the root
     target: str | None = None  # what a successful cd, ls or cat acted on, relative to the root
-
-
-class ToolCallError(ValueError):
-    """A tool call that can't be understood; its message is the error shown to the agent.
-
-    ``tool`` is the tool it names, when that much could be read (a ``cd`` with malformed
-    arguments is still a ``cd``, so ``execute_tool`` still returns a directory).
-    """
-
-    def __init__(self, message: str, tool: str = "") -> None:
-        super().__init__(message)
-        self.tool = tool
 
 
 class _Refusal(Exception):
@@ -264,82 +254,67 @@ class DiskBackend:
 # Tool calls over a backend, with string paths
 
 
-def _load_json(text: str | bytes) -> Any:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolCallError(INVALID_JSON_ERROR) from None
-    text = text.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        value, end = _JSON_DECODER.raw_decode(text)
-    except (ValueError, RecursionError):
-        raise ToolCallError(INVALID_JSON_ERROR) from None
-    if end != len(text):
-        raise ToolCallError(INVALID_JSON_ERROR)
-    return value
+HUNT_TOOLS = ToolRegistry(
+    [
+        ToolSpec("pwd", "Print the current directory, relative to the hunt root (the root is /)."),
+        ToolSpec(
+            "cd",
+            "Change the current directory.",
+            (
+                Param(
+                    "path",
+                    "string",
+                    "Directory to enter: relative (./dir, ../dir, dir/sub) or from the hunt root (/dir/sub).",
+                    required=True,
+                ),
+            ),
+        ),
+        ToolSpec(
+            "ls",
+            "List a directory: files, then directories ending in /, one per line.",
+            (Param("path", "string", "Directory to list; the current directory if omitted."),),
+        ),
+        ToolSpec(
+            "cat",
+            "Read a text file.",
+            (Param("file", "string", "File to read, relative or from the hunt root.", required=True, min_length=1),),
+        ),
+        ToolSpec(
+            "check_treasure",
+            "Claim the treasure: succeeds only in the treasure's directory with its key.",
+            (Param("key", "string", "The treasure key read from the treasure file.", required=True),),
+        ),
+        ToolSpec("give_up", "Abandon the hunt; the episode ends without the treasure."),
+    ]
+)
+"""The six game tools, declared once: their schemas and the checks of their parameters."""
+
+TOOL_NAMES: tuple[str, ...] = HUNT_TOOLS.names
+TREASURE_HUNT_TOOL_SCHEMAS: list[dict[str, Any]] = HUNT_TOOLS.schemas()
+
+_PARAM_NAMES = {spec.name: frozenset(param.name for param in spec.params) for spec in HUNT_TOOLS.values()}
 
 
-def parse_tool_call(tool_call: Any) -> tuple[str, Mapping[str, Any]]:
-    """Split a tool call into its tool name and arguments.
-
-    Accepted forms: ``{"tool": "cd", "path": "x"}`` (the seed format),
-    ``{"name": "cd", "arguments": {...}}`` (arguments may be a JSON string),
-    ``{"tool": "cd", "params": {...}}``, an OpenAI tool call
-    ``{"type": "function", "function": {"name": ..., "arguments": "..."}}``, any of these
-    as JSON text (optionally in a Markdown code fence), or an object with ``to_dict()``.
-
-    Raises:
-        ToolCallError: with the message to show the agent.
-    """
-    if isinstance(tool_call, (str, bytes)):
-        tool_call = _load_json(tool_call)
-    elif not isinstance(tool_call, Mapping) and callable(getattr(tool_call, "to_dict", None)):
-        tool_call = tool_call.to_dict()
-    if not isinstance(tool_call, Mapping):
-        raise ToolCallError(NOT_AN_OBJECT_ERROR)
-    function = tool_call.get("function")
-    if isinstance(function, Mapping):
-        tool_call = function
-    name = tool_call.get("tool")
-    if name is None:
-        name = tool_call.get("name")
-    if name is None:
-        raise ToolCallError("Invalid tool call: missing 'tool'")
-    if not isinstance(name, str) or name not in _TOOLS:
-        raise ToolCallError(f"Unknown tool: {_printable(name)}")
-    for field in _ARGUMENT_FIELDS:
-        if field in tool_call:
-            return name, _nested_arguments(tool_call[field], field, name)
-    return name, tool_call
+def _lenient(tool: str, params: Any) -> Any:
+    """What the hunt forgives beyond its schemas: a null parameter counts as omitted, keys that
+    are no parameter of the tool are ignored, and ``cat`` takes ``path`` for ``file``."""
+    if not isinstance(params, (dict, Mapping)):
+        return params  # for validation to refuse
+    if tool == "cat" and params.get("file") is None:
+        params = {**params, "file": params.get("path")}
+    names = _PARAM_NAMES[tool]
+    return {key: value for key, value in params.items() if value is not None and key in names}
 
 
-def _nested_arguments(arguments: Any, field: str, tool: str) -> Mapping[str, Any]:
-    if isinstance(arguments, (str, bytes)):
-        try:
-            arguments = _load_json(arguments) if arguments.strip() else {}
-        except ToolCallError:
-            raise ToolCallError(INVALID_JSON_ERROR, tool) from None
-    if arguments is None:
-        return {}
-    if not isinstance(arguments, Mapping):
-        raise ToolCallError(f"Invalid tool call: '{field}' must be an object", tool)
-    return arguments
-
-
-def _argument(arguments: Mapping[str, Any], name: str, alias: str | None = None, required: bool = True) -> Any:
-    value = arguments.get(name)
-    if value is None and alias is not None:
-        value = arguments.get(alias)
-    if value is None:
-        if required:
-            raise _Refusal(f"Missing parameter: {name}")
-        return None
-    if not isinstance(value, str):
-        raise _Refusal(f"Invalid parameter: {name} must be a string")
-    return value
+def _refused(error: ToolCallError, tool: Any, cwd: str | None) -> ToolResult:
+    """A call the shared layer refused, in the hunt's words: the seed's ``Unknown tool: X``
+    for a tool the hunt lacks, else ``Invalid tool call: `` and the shared layer's reason.
+    ``tool`` is the tool the call names, ``None`` if that much couldn't be read."""
+    if tool is None:
+        return ToolResult("", False, f"Invalid tool call: {error.message}", cwd)
+    if not isinstance(tool, str) or tool not in HUNT_TOOLS:
+        return ToolResult("", False, f"Unknown tool: {_printable(tool)}", cwd)
+    return ToolResult(tool, False, f"Invalid tool call: {error.message}", cwd)
 
 
 def _find(backend: HuntBackend, cwd: str, path: str, wanted: str, missing: str) -> str:
@@ -362,12 +337,12 @@ def _pwd(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, argum
 
 
 def _cd(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]) -> ToolResult:
-    target = _find(backend, cwd, _argument(arguments, "path"), DIRECTORY, "Directory not found")
+    target = _find(backend, cwd, arguments["path"], DIRECTORY, "Directory not found")
     return ToolResult("cd", True, f"Changed to /{target}", target, target)
 
 
 def _ls(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]) -> ToolResult:
-    path = _argument(arguments, "path", required=False)
+    path = arguments["path"]
     target = _find(backend, cwd, path, DIRECTORY, "Directory not found") if path else cwd
     listing = backend.listing(target)
     if listing is None:
@@ -376,9 +351,7 @@ def _ls(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, argume
 
 
 def _cat(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]) -> ToolResult:
-    file = _argument(arguments, "file", alias="path")
-    if not file:
-        raise _Refusal("Missing parameter: file")
+    file = arguments["file"]
     target = _find(backend, cwd, file, FILE, "File not found")
     try:
         text = backend.read(target)
@@ -392,7 +365,7 @@ def _cat(backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, argum
 def _check_treasure(
     backend: HuntBackend, config: Mapping[str, Any] | None, cwd: str, arguments: Mapping[str, Any]
 ) -> ToolResult:
-    key = _argument(arguments, "key")
+    key = arguments["key"]
     if not isinstance(config, Mapping) or "treasure_path" not in config or "treasure_key" not in config:
         raise ValueError("config must be the hunt's configuration, with 'treasure_path' and 'treasure_key'")
     treasure_path = config["treasure_path"]
@@ -420,19 +393,50 @@ _TOOLS = {
 }
 
 
+_MEMO_SIZE = 4096
+_MEMO_TEXT_LENGTH = 256
+_checked_texts: dict[str, tuple[str, dict[str, Any]]] = {}
+"""Valid calls already read from short texts, and their checked arguments: agents repeat
+themselves (``{"tool": "ls"}``), and reading a call costs more than running it."""
+
+
+def _checked_call(tool_call: Any, cwd: str | None) -> tuple[str, dict[str, Any]] | ToolResult:
+    """The hunt tool a call names and its checked arguments, or the failed result of a call that can't run."""
+    try:
+        decision = parse_decision(tool_call)
+    except ToolCallError as error:
+        return _refused(error, error.tool, cwd)
+    name = decision.tool
+    try:
+        spec = HUNT_TOOLS.spec(name)
+        if cwd is None and name != "give_up":
+            return ToolResult(name, False, BOUNDARY_ERROR, cwd)
+        arguments = spec.validate(_lenient(name, decision.params))
+    except ToolCallError as error:
+        return _refused(error, name, cwd)
+    return name, arguments
+
+
 def run_tool_call(
     tool_call: Any, cwd: str | None, backend: HuntBackend, config: Mapping[str, Any] | None
 ) -> ToolResult:
     """Run one tool call with the agent in ``cwd`` (relative to the root; ``None``: outside the hunt).
 
+    ``tool_call`` is anything ``arena_envs.tools.parse_decision`` reads (a dict such as
+    ``{"tool": "cd", "path": "x"}``, its JSON text, an OpenAI tool call, a ``Decision``...).
     Never raises for anything the agent sends: every problem becomes a failed result.
     """
-    try:
-        name, arguments = parse_tool_call(tool_call)
-    except ToolCallError as error:
-        return ToolResult(error.tool, False, str(error), cwd)
-    if cwd is None and name != "give_up":
-        return ToolResult(name, False, BOUNDARY_ERROR, cwd)
+    memo = type(tool_call) is str and len(tool_call) <= _MEMO_TEXT_LENGTH and cwd is not None
+    checked = _checked_texts.get(tool_call) if memo else None
+    if checked is None:
+        checked = _checked_call(tool_call, cwd)
+        if isinstance(checked, ToolResult):
+            return checked
+        if memo:
+            if len(_checked_texts) >= _MEMO_SIZE:
+                _checked_texts.clear()
+            _checked_texts[tool_call] = checked
+    name, arguments = checked
     try:
         return _TOOLS[name](backend, config, cwd, arguments)
     except _Refusal as refusal:
@@ -497,7 +501,7 @@ def execute_tool(
     """Run an agent's tool call; ``cd`` returns ``(result, new_directory)``, every other tool the result.
 
     ``tool_call`` is a dict such as ``{"tool": "cat", "file": "start.txt"}`` or its JSON text
-    (see ``parse_tool_call`` for the other accepted forms); ``hunt_root`` is the hunt's
+    (see ``run_tool_call`` for the other accepted forms); ``hunt_root`` is the hunt's
     root ``Path``, or the ``TreasureHunt`` (required for an in-memory hunt). A bad call is
     a failed result, never an exception.
     """
@@ -559,44 +563,3 @@ def resolve_path(current_dir: PurePath, hunt_root: Any, path: str) -> PurePath |
     if target is None or backend.kind(target) == OUTSIDE:
         return None
     return _path_of(backend, target)
-
-
-def _schema(name: str, description: str, properties: dict[str, str], required: tuple[str, ...]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {key: {"type": "string", "description": text} for key, text in properties.items()},
-                "required": list(required),
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-TREASURE_HUNT_TOOL_SCHEMAS: list[dict[str, Any]] = [
-    _schema("pwd", "Print the current directory, relative to the hunt root (the root is /).", {}, ()),
-    _schema(
-        "cd",
-        "Change the current directory.",
-        {"path": "Directory to enter: relative (./dir, ../dir, dir/sub) or from the hunt root (/dir/sub)."},
-        ("path",),
-    ),
-    _schema(
-        "ls",
-        "List a directory: files, then directories ending in /, one per line.",
-        {"path": "Directory to list; the current directory if omitted."},
-        (),
-    ),
-    _schema("cat", "Read a text file.", {"file": "File to read, relative or from the hunt root."}, ("file",)),
-    _schema(
-        "check_treasure",
-        "Claim the treasure: succeeds only in the treasure's directory with its key.",
-        {"key": "The treasure key read from the treasure file."},
-        ("key",),
-    ),
-    _schema("give_up", "Abandon the hunt; the episode ends without the treasure.", {}, ()),
-]
