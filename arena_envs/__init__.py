@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _ENVS = {
     "arena_envs/Foraging-v0": "arena_envs.foraging:ForagingEnv",
+    "arena_envs/Crafting-v0": "arena_envs.crafting:CraftingEnv",
     "arena_envs/TreasureHunt-v0": "arena_envs.treasure_hunt.env:TreasureHuntEnv",
 }
 
@@ -32,6 +33,21 @@ def _register_all() -> None:
 
 
 _register_all()
+
+
+def _register_pettingzoo() -> None:
+    """``pettingzoo.make("parallel" | "aec", "arena_envs/team_capture_v0")`` where PettingZoo has a registry."""
+    import pettingzoo
+
+    if not hasattr(pettingzoo, "register"):  # PettingZoo before 1.27
+        return
+    env_id = "arena_envs/team_capture-v0"  # how PettingZoo spells team_capture_v0 in its registry
+    for env_type, entry_point in (("parallel", "parallel_env"), ("aec", "env")):
+        if env_id not in (pettingzoo.parallel_registry if env_type == "parallel" else pettingzoo.aec_registry):
+            pettingzoo.register(env_type, env_id, f"arena_envs.team_capture_v0:{entry_point}")
+
+
+_register_pettingzoo()
 
 
 def __getattr__(name: str):

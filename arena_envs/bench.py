@@ -76,6 +76,47 @@ def foraging_rows(seconds: float) -> list[tuple[str, float, str]]:
     return rows
 
 
+def crafting_rows(seconds: float) -> list[tuple[str, float, str]]:
+    env_id = "arena_envs/Crafting-v0"
+    rows = [(f"Crafting native batch B={b}", vector_rate(env_id, b, seconds), "env-steps/s")
+            for b in (1, 64, 1024, 4096)]
+    rows.append(("Crafting single env (gym.make)", single_rate(env_id, seconds), "env-steps/s"))
+    return rows
+
+
+def team_capture_rows(seconds: float, agents_per_team: int = 4) -> list[tuple[str, float, str]]:
+    """Agent-steps/s of Team Capture: the batched ``vector_env`` and the PettingZoo ``parallel_env``."""
+    from arena_envs import team_capture_v0
+
+    agents = 2 * agents_per_team
+    label = f"Team capture {agents_per_team}v{agents_per_team}"
+
+    def vector(num_envs: int) -> float:
+        envs = team_capture_v0.vector_env(num_envs=num_envs, agents_per_team=agents_per_team)
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
+        return _rate(lambda i: envs.step(pool[i % ACTION_POOL]), num_envs * agents, seconds)
+
+    def parallel() -> float:
+        env = team_capture_v0.parallel_env(agents_per_team=agents_per_team)
+        env.reset(seed=0)
+        for i, agent in enumerate(env.possible_agents):
+            env.action_space(agent).seed(i)
+        pool = [{a: env.action_space(a).sample() for a in env.possible_agents} for _ in range(ACTION_POOL)]
+
+        def step(i):
+            env.step(pool[i % ACTION_POOL])
+            if not env.agents:
+                env.reset()
+
+        return _rate(step, agents, seconds)
+
+    rows = [(f"{label} vector_env B={b}", vector(b), "agent-steps/s") for b in (64, 1024, 4096)]
+    rows.append((f"{label} PettingZoo parallel_env", parallel(), "agent-steps/s"))
+    return rows
+
+
 def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
     return [("CartPole-v1 native vector env B=4096 (reference)",
              vector_rate("CartPole-v1", 4096, seconds, vectorization_mode="vector_entry_point"), "env-steps/s")]
@@ -129,8 +170,10 @@ def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
 
 SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "foraging": foraging_rows,
+    "crafting": crafting_rows,
     "tools": tool_call_rows,
     "treasure_hunt": treasure_hunt_rows,
+    "team_capture": team_capture_rows,
     "reference": reference_rows,
 }
 
@@ -139,6 +182,9 @@ RATIOS = (
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),
+    ("Crafting native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
+    ("Team capture 4v4 vector_env B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
+    ("Team capture 4v4 vector_env B=4096", "Team capture 4v4 PettingZoo parallel_env"),
     ("Tool calls: ToolPool, 256 async sessions", "Tool calls: ToolCallWrapper loop over 256 single envs"),
 )
 

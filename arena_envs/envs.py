@@ -54,7 +54,7 @@ def step_subset(step, state: WorldState, actions: ToolActions, active: np.ndarra
     state.put(index, part)
     out = []
     for value in result:
-        full = np.zeros(state.batch_size, value.dtype)
+        full = np.zeros((state.batch_size,) + value.shape[1:], value.dtype)  # (B,) or per agent (B, A)
         full[index] = value
         out.append(full)
     return tuple(out)
@@ -161,7 +161,7 @@ class ArenaVectorEnv(VectorEnv):
         return self.scenario.observe(self.state), self._info(mask)
 
     def step(self, actions):
-        actions = decode_actions(actions, self._shape, self.single_action_space, self.scenario.params)
+        actions = self._decode(actions)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             # Worlds that ended last step are reset instead of stepped. Stepping them along
             # with the rest and then overwriting them with a fresh world is cheaper than
@@ -194,6 +194,10 @@ class ArenaVectorEnv(VectorEnv):
 
         worlds = range(min(self.render_worlds, self.num_envs))
         return tile([render_frame(self.scenario, self.state, b) for b in worlds])
+
+    def _decode(self, actions) -> ToolActions:
+        """The batch of structured actions as :class:`ToolActions`; multi-agent envs decode (B, A)."""
+        return decode_actions(actions, self._shape, self.single_action_space, self.scenario.params)
 
     def _final(self, obs, infos, done):
         """The SAME_STEP entries for the worlds ``done``, as Gymnasium's SyncVectorEnv lays them out."""

@@ -133,6 +133,10 @@ class WorldState:
     last_value: np.ndarray  # (B, A) float32: a number for the message (a distance)
     query_radius: np.ndarray  # (B, A) float32
     query_filter: np.ndarray  # (B, A) int8
+    # crafting: what each agent is making and where; its output arrives when craft_left reaches 0
+    craft_recipe: np.ndarray  # (B, A) int16: row of the recipe table
+    craft_station: np.ndarray  # (B, A) int16: row of the station slots
+    craft_left: np.ndarray  # (B, A) int32: ticks until the output arrives, 0 when not crafting
     # point entities (B, E): resources, then hazards, then stations
     ent_x: np.ndarray
     ent_z: np.ndarray
@@ -166,6 +170,8 @@ class WorldState:
             last_tool=np.full((B, A), IDLE, np.int8), last_code=np.zeros((B, A), np.int8),
             last_index=np.zeros((B, A), np.int16), last_value=f(B, A),
             query_radius=f(B, A), query_filter=np.zeros((B, A), np.int8),
+            craft_recipe=np.zeros((B, A), np.int16), craft_station=np.zeros((B, A), np.int16),
+            craft_left=np.zeros((B, A), np.int32),
             ent_x=f(B, E, fill=FAR), ent_z=f(B, E, fill=FAR),
             ent_kind=np.zeros((B, E), np.int8), ent_alive=np.zeros((B, E), bool),
             res_total=np.zeros(B, np.int32),
@@ -247,17 +253,40 @@ class TickEvents:
     collected: np.ndarray  # resources collected this tick (0 or 1)
     collected_kind: np.ndarray  # resource kind collected this tick, -1 if none
     damage: np.ndarray  # health lost this tick
+    craft_started: np.ndarray  # recipe whose crafting started this tick, -1 if none
+    crafted: np.ndarray  # recipe whose output arrived this tick, -1 if none
+
+
+@dataclass(frozen=True)
+class RecipeTable:
+    """A scenario's recipes as arrays (K recipes, I item kinds), read by the crafting rules.
+
+    Recipe ``k`` consumes ``inputs[k]`` from the inventory at a station of type
+    ``station[k]`` and, ``ticks[k]`` ticks later, adds ``count[k]`` of item ``output[k]``.
+    """
+
+    inputs: np.ndarray  # (K, I) int32
+    station: np.ndarray  # (K,) int8: index into the scenario's station_types
+    ticks: np.ndarray  # (K,) int32, at least 1
+    output: np.ndarray  # (K,) intp: index into item_names
+    count: np.ndarray  # (K,) int32
+
+    @property
+    def size(self) -> int:
+        return len(self.ticks)
 
 
 # ---------------------------------------------------------------------------------------
 # one tick
 
 
-def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: ToolActions) -> TickEvents:
+def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: ToolActions,
+                recipes: RecipeTable | None = None) -> TickEvents:
     """Carry out the chosen tool of every living agent and record its result.
 
-    ``craft`` is resolved by the crafting scenario (it owns the recipes); in a world
-    without stations it answers ``NOT_FOUND``.
+    ``craft`` follows the scenario's ``recipes`` (see :func:`_craft`); in a world without
+    stations or recipes it answers ``NOT_FOUND``. An agent in the middle of a craft is
+    busy: ``move_to``, ``collect`` and ``craft`` fail with ``BUSY`` until its output arrives.
     """
     tool = act.tool
     code = act.failure.astype(np.int8)
@@ -266,7 +295,11 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
     value = np.zeros(tool.shape, F32)
     used = np.bincount(tool.ravel(), minlength=len(TOOL_NAMES))
     events = TickEvents(np.zeros(tool.shape, np.int32), np.full(tool.shape, -1, np.int8),
-                        np.zeros(tool.shape, F32))
+                        np.zeros(tool.shape, F32), np.full(tool.shape, -1, np.int16),
+                        np.full(tool.shape, -1, np.int16))
+
+    if slots.stations:  # only worlds with stations have crafters
+        _refuse_busy(s, tool, ok, code, index, value)
 
     if used[MOVE_TO]:  # a persistent target; success means movement started
         move = ok & (tool == MOVE_TO)
@@ -276,12 +309,17 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
         s.moving |= move
     if used[IDLE]:
         s.moving &= ~(ok & (tool == IDLE))
-    if used[COLLECT]:
+    if used[COLLECT] and slots.resources:
         _collect(params, slots, s, act, ok & (tool == COLLECT), code, index, value, events)
-    if used[CRAFT] and slots.stations == 0:
+    elif used[COLLECT]:  # a world without resources (team capture) has nothing to collect
+        code[ok & (tool == COLLECT)] = NOT_FOUND
+    if used[CRAFT]:
         crafting = ok & (tool == CRAFT)
-        code[crafting] = NOT_FOUND
-        index[crafting] = act.station[crafting]
+        if slots.stations and recipes is not None:
+            _craft(params, slots, s, act, recipes, crafting, code, index, value, events)
+        else:
+            code[crafting] = NOT_FOUND
+            index[crafting] = act.station[crafting]
     if used[QUERY_WORLD]:
         query = ok & (tool == QUERY_WORLD)
         np.copyto(s.query_radius, act.query_radius, where=query)
@@ -324,17 +362,100 @@ def _collect(params, slots, s, act, collecting, code, index, value, events) -> N
     events.collected_kind[b, a] = kind
 
 
+def _refuse_busy(s, tool, ok, code, index, value) -> None:
+    """A crafter may only idle, query and talk: its other tools fail with BUSY.
+
+    ``last_index`` holds the station it works at and ``last_value`` the ticks left.
+    """
+    crafting = s.craft_left > 0
+    if not crafting.any():
+        return
+    busy = crafting & ok & ((tool == MOVE_TO) | (tool == COLLECT) | (tool == CRAFT))
+    code[busy] = BUSY
+    index[busy] = s.craft_station[busy]
+    value[busy] = s.craft_left[busy]
+    ok &= ~busy
+
+
+def _craft(params, slots, s, act, recipes, crafting, code, index, value, events) -> None:
+    """Start the crafts that pass every check, the first failing one giving the result code:
+
+    1. ``NOT_FOUND``: no such recipe or station row, or the station is not of the recipe's type;
+    2. ``MISSING_MATERIALS``: the inventory lacks some input (told before range: no wasted walk);
+    3. ``INVENTORY_FULL``: the output would not fit once the inputs are used up;
+    4. ``OUT_OF_RANGE``: the station is farther than ``craft_range`` (distance in ``last_value``);
+    5. ``BUSY``: another agent is crafting at the station (``last_value`` 0).
+
+    The inputs are consumed now and the agent stops moving; the output arrives in
+    :func:`advance` after the recipe's ticks. ``last_index`` holds the station row.
+    """
+    b, a = np.nonzero(crafting)
+    if len(b) == 0:
+        return
+    k, j = act.recipe[b, a], act.station[b, a]
+    known = (k >= 0) & (k < recipes.size) & (j >= 0) & (j < slots.stations)
+    k, j = np.where(known, k, 0), np.where(known, j, 0)
+    col = slots.st.start + j
+    index[b, a] = j
+    present = known & s.ent_alive[b, col]
+    suitable = present & (s.ent_kind[b, col] == recipes.station[k])
+    dist = np.hypot(s.ent_x[b, col] - s.x[b, a], s.ent_z[b, col] - s.z[b, a])
+    carried, needs = s.inventory[b, a], recipes.inputs[k]
+    enough = (carried >= needs).all(-1)
+    room = carried.sum(-1) - needs.sum(-1) + recipes.count[k] <= params.inventory_capacity
+    taken = ((s.craft_left[b] > 0) & (s.craft_station[b] == j[:, None])).any(-1)
+    result = np.select([~suitable, ~enough, ~room, dist > params.craft_range, taken],
+                       [NOT_FOUND, MISSING_MATERIALS, INVENTORY_FULL, OUT_OF_RANGE, BUSY], OK)
+    value[b, a] = np.where(present & (result != BUSY), dist, 0.0)
+    success = result == OK
+    if s.x.shape[1] > 1:  # two agents starting at one station in the same tick: the lower index wins
+        order = np.flatnonzero(success)
+        _, first = np.unique((b * slots.stations + j)[order], return_index=True)
+        lost = success.copy()
+        lost[order[first]] = False
+        result[lost] = BUSY
+        value[b[lost], a[lost]] = 0.0
+        success &= ~lost
+    code[b, a] = result
+    b, a, k, j = b[success], a[success], k[success], j[success]
+    s.inventory[b, a] -= recipes.inputs[k]
+    s.craft_recipe[b, a] = k
+    s.craft_station[b, a] = j
+    s.craft_left[b, a] = recipes.ticks[k]
+    s.moving[b, a] = False  # the crafter stays at its station
+    events.craft_started[b, a] = k
+
+
 def resource_items(params: WorldParams) -> np.ndarray:
     """The inventory column each resource type goes to."""
     return np.array([params.item_names.index(t) for t in params.resource_types], np.intp)
 
 
-def advance(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents) -> None:
-    """Let one tick of time pass: movement, energy, hazards, death, the clock."""
+def advance(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents,
+            recipes: RecipeTable | None = None) -> None:
+    """Let one tick of time pass: movement, energy, hazards, death, crafting, the clock."""
     _move(params, s)
     if slots.hazards:
         _hazards(params, slots, s, events)
+    if recipes is not None:
+        _progress_crafts(s, recipes, events)
     s.tick += 1
+
+
+def _progress_crafts(s: WorldState, recipes: RecipeTable, events: TickEvents) -> None:
+    """One tick of work on every craft; a finished one puts its output in the inventory.
+
+    A craft started this tick counts this tick, so a recipe of ``ticks`` t delivers at
+    the end of the t-th step from the one that started it (t = 1: the same step).
+    """
+    crafting = (s.craft_left > 0) & s.alive
+    if not crafting.any():
+        return
+    s.craft_left -= crafting
+    b, a = np.nonzero(crafting & (s.craft_left == 0))
+    k = s.craft_recipe[b, a]
+    s.inventory[b, a, recipes.output[k]] += recipes.count[k]
+    events.crafted[b, a] = k
 
 
 def _move(params: WorldParams, s: WorldState) -> None:
@@ -520,8 +641,9 @@ def entity_table(params: WorldParams, slots: EntitySlots, s: WorldState, n_kinds
     np.multiply(dx, shown, out=table[..., 2])
     np.multiply(dz, shown, out=table[..., 3])
     np.multiply(np.sqrt(d2), shown, out=table[..., 4])
-    one_hot = s.ent_kind[:, None, :, None] == np.arange(n_kinds, dtype=np.int8)
-    np.multiply(one_hot, shown[..., None], out=table[..., 5:])
+    kind = s.ent_kind[:, None, :]
+    for k in range(n_kinds):  # column by column: numpy is slow over a short trailing axis
+        np.multiply(kind == k, shown, out=table[..., 5 + k])
     return table
 
 
@@ -570,6 +692,9 @@ def reset_agents(params: WorldParams, s: WorldState, index: np.ndarray, x: np.nd
     s.last_value[index] = 0.0
     s.query_radius[index] = 0.0
     s.query_filter[index] = 0
+    s.craft_recipe[index] = 0
+    s.craft_station[index] = 0
+    s.craft_left[index] = 0
     s.tick[index] = 0
     s.episode[index] += 1
 

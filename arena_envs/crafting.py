@@ -1,0 +1,555 @@
+"""Crafting-v0: gather materials and work them up a recipe chain into an iron sword.
+
+One agent walks a square world of side ``2 * half_size`` (default ±20) with the seven
+universal tools. Resources (iron ore, coal, wood; stone and berry exist as types) are
+picked up with ``collect`` within 2.0 units; stations (anvil, furnace, workbench) turn
+inventory materials into items with ``craft`` within 2.5 units. The recipes are data
+(:class:`Recipe` records in ``CraftingParams.recipes``), so a user can pass their own:
+
+| recipe          | inputs                   | station   | ticks |
+|-----------------|--------------------------|-----------|-------|
+| `iron_ingot`    | iron_ore + coal          | furnace   | 30    |
+| `iron_rod`      | iron_ingot               | anvil     | 20    |
+| `wooden_handle` | 2 wood                   | workbench | 20    |
+| `iron_sword`    | iron_rod + wooden_handle | anvil     | 40    |
+| `torch`         | wood + stone             | workbench | 10    |
+| `meal`          | 2 berry                  | workbench | 10    |
+
+## Crafting rules
+
+``craft`` (recipe row, station row) checks, in this order: the recipe and the station
+exist and the station is of the recipe's type (else ``NOT_FOUND``), the inventory holds
+every input (``MISSING_MATERIALS``), the output fits in the inventory's 50 items once the
+inputs are used up (``INVENTORY_FULL``), the station is within 2.5 units
+(``OUT_OF_RANGE``), and no other agent works at it (``BUSY``). Then the inputs are
+consumed at once, the agent stops, and the output arrives after the recipe's ticks,
+counting the tick it started in. Meanwhile the agent is busy: ``move_to``, ``collect`` and
+``craft`` fail with ``BUSY``; ``idle``, ``query_world``, ``query_inventory`` and
+``send_message`` work.
+
+Through :class:`~arena_envs.wrappers.ToolCallWrapper` the same rules take names
+(``{"tool": "craft", "params": {"item_name": "iron_ingot", "station_name": "Furnace1"}}``),
+errors name what is wrong ("Missing wood: need 2, have 1"), and the ``Observation``
+carries ``nearby_stations``, ``available_recipes``, ``inventory_details`` and the craft in
+progress in ``custom["crafting"]``.
+
+## Action space
+
+The structured tool action of :mod:`arena_envs.actions` (``Dict``): ``tool`` picks one of
+``move_to, collect, craft, query_world, query_inventory, send_message, idle`` and only that
+tool's entry is read. ``collect`` is a row of the ``resources`` table and ``craft`` is
+``MultiDiscrete([K recipes, S stations])``: a row of the recipe table above and a row of
+the ``stations`` table (row ``i`` is always the same entity).
+
+## Observation space
+
+A ``Dict`` of fixed-shape float32 arrays (R resource slots, S station slots, K recipes,
+I item kinds; padding and unseen rows are zero):
+
+| key           | shape      | content                                                                   |
+|---------------|------------|---------------------------------------------------------------------------|
+| `agent`       | (7,)       | x, z, health, energy, moving (0/1), movement target x, target z           |
+| `resources`   | (R, 10)    | visible, in query result, dx, dz, distance, one-hot iron_ore/coal/wood/   |
+|               |            | stone/berry                                                               |
+| `stations`    | (S, 9)     | visible, in query result, dx, dz, distance, one-hot anvil/furnace/        |
+|               |            | workbench, in use                                                         |
+| `inventory`   | (I,)       | count of each item of ``item_names``: the resource types, then every      |
+|               |            | recipe's items (iron_ingot, iron_rod, wooden_handle, iron_sword, torch,   |
+|               |            | meal)                                                                     |
+| `craftable`   | (K,)       | 1 where the inventory holds every input of recipe k                       |
+| `crafting`    | (K + 1,)   | one-hot of the recipe in progress, then its ticks left (all 0 when idle)  |
+| `last_action` | (2,) int   | ``MultiDiscrete([7, 7])``: last tool, its result code (0 = OK, then       |
+|               |            | OUT_OF_RANGE, NOT_FOUND, MISSING_MATERIALS, INVALID_PARAMS, BUSY,         |
+|               |            | INVENTORY_FULL)                                                           |
+| `time_left`   | (1,)       | ticks until truncation                                                    |
+
+Offsets are from the agent to the entity. Entities are visible within 10 units (there
+are no obstacles); a ``query_world`` fills the ``in query result`` rows of its kind within
+its radius in the next observation.
+
+## Rewards
+
+``goal_reward`` (+1) when the goal item (``iron_sword``) is made, ``intermediate_reward``
+(+0.1) the first time each recipe of the goal's chain (iron_ingot, iron_rod,
+wooden_handle) delivers. Nothing else.
+
+## Episode end
+
+Terminates when the goal item is in the inventory; truncates after ``max_ticks`` (900)
+ticks of 0.1 s.
+
+## Info
+
+``score``, the Agent Arena crafting score ``max(0, 50·goal + 0.3·recipe_efficiency −
+5·waste)``, where ``goal`` is 1 once the goal item is made, ``recipe_efficiency`` is
+100 × crafts completed / ``craft`` calls, and ``waste`` counts the raw materials that
+crafting used up without them ending in the goal item (or, before it is made, in the
+intermediates one goal needs): a torch costs 2, a second iron ingot 2. Also
+``goal_crafted``, ``items_crafted``, ``craft_attempts``, ``recipe_efficiency``,
+``waste``, ``resources_collected``.
+
+## Arguments
+
+``layout="classic"`` (the Agent Arena scene: Anvil (5, −5), Furnace (5, 0), Workbench
+(5, 5), iron ore ×3, coal ×2, wood ×3, spawn (0, 10)) or ``"random"`` (seeded placement of
+``resource_counts`` and ``station_counts``), ``recipes``, ``goal``, ``goal_reward``,
+``intermediate_reward``, ``max_ticks``, and every rule of
+:class:`~arena_envs.world.WorldParams` (``half_size``, ``craft_range``,
+``inventory_capacity``, ...).
+
+    >>> import gymnasium as gym, arena_envs
+    >>> env = gym.make("arena_envs/Crafting-v0")
+    >>> envs = gym.make_vec("arena_envs/Crafting-v0", num_envs=4096, layout="random")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from arena_envs.actions import tool_action_space
+from arena_envs.envs import ArenaEnv, ArenaVectorEnv, step_subset
+from arena_envs.world import (
+    CRAFT,
+    F32,
+    RESULT_CODES,
+    TOOL_NAMES,
+    EntitySlots,
+    RecipeTable,
+    ToolActions,
+    WorldParams,
+    WorldState,
+    advance,
+    apply_tools,
+    entity_table,
+    first_valid,
+    relative,
+    reset_agents,
+    table_bounds,
+)
+
+LAYOUTS = ("classic", "random")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """``inputs`` (item -> count) become ``count`` × ``output`` at a ``station`` after ``ticks``.
+
+    ``output`` defaults to the recipe's name.
+    """
+
+    name: str
+    inputs: Mapping[str, int]
+    station: str
+    ticks: int
+    output: str = ""
+    count: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", dict(self.inputs))
+        if not self.output:
+            object.__setattr__(self, "output", self.name)
+
+    def __hash__(self) -> int:  # the inputs are a dict: hash its items, so params stay hashable
+        return hash((self.name, tuple(self.inputs.items()), self.station, self.ticks, self.output, self.count))
+
+
+DEFAULT_RECIPES = (
+    Recipe("iron_ingot", {"iron_ore": 1, "coal": 1}, "furnace", 30),
+    Recipe("iron_rod", {"iron_ingot": 1}, "anvil", 20),
+    Recipe("wooden_handle", {"wood": 2}, "workbench", 20),
+    Recipe("iron_sword", {"iron_rod": 1, "wooden_handle": 1}, "anvil", 40),
+    Recipe("torch", {"wood": 1, "stone": 1}, "workbench", 10),
+    Recipe("meal", {"berry": 2}, "workbench", 10),
+)
+
+# The Agent Arena crafting scene (DESIGN §6): (x, z, type) rows; the resource spots are ours.
+CLASSIC_STATIONS = ((5, -5, "anvil"), (5, 0, "furnace"), (5, 5, "workbench"))
+CLASSIC_RESOURCES = (
+    (-8, -6, "iron_ore"), (-12, -1, "iron_ore"), (-5, -12, "iron_ore"),
+    (-10, 6, "coal"), (-3, -3, "coal"),
+    (-4, 12, "wood"), (-9, 14, "wood"), (10, 13, "wood"),
+)
+CLASSIC_SPAWN = (0.0, 10.0)
+
+CANDIDATES = 16  # placement tries per entity in the random layout
+STATION_SPACING = 6.0  # random stations keep this far apart, so that each has its own spot
+
+
+def _pairs(counts) -> tuple[tuple[str, int], ...]:
+    items = counts.items() if isinstance(counts, Mapping) else counts
+    return tuple((str(name), int(n)) for name, n in items)
+
+
+@dataclass(frozen=True)
+class CraftingParams(WorldParams):
+    """The Crafting-v0 rules and numbers (DESIGN §6); every field is an argument of the envs."""
+
+    half_size: float = 20.0
+    max_ticks: int = 900
+    resource_types: tuple[str, ...] = ("iron_ore", "coal", "wood", "stone", "berry")
+    station_types: tuple[str, ...] = ("anvil", "furnace", "workbench")
+    item_names: tuple[str, ...] = ()  # the inventory's columns; completed with the types and recipes' items
+    layout: str = "classic"
+    recipes: tuple[Recipe, ...] = DEFAULT_RECIPES
+    goal: str = "iron_sword"
+    goal_reward: float = 1.0
+    intermediate_reward: float = 0.1
+    resource_counts: tuple[tuple[str, int], ...] = (("iron_ore", 3), ("coal", 2), ("wood", 3))
+    station_counts: tuple[tuple[str, int], ...] = (("anvil", 1), ("furnace", 1), ("workbench", 1))
+
+    def __post_init__(self):
+        def set_(name, value):  # the dataclass is frozen: normalise the user's containers once, here
+            object.__setattr__(self, name, value)
+
+        set_("recipes", tuple(r if isinstance(r, Recipe) else Recipe(*r) for r in self.recipes))
+        set_("resource_counts", _pairs(self.resource_counts))
+        set_("station_counts", _pairs(self.station_counts))
+        items = list(self.item_names)  # what is given stays first, in its order
+        for name in (*self.resource_types, *(i for r in self.recipes for i in (*r.inputs, r.output))):
+            if name not in items:
+                items.append(name)
+        set_("item_names", tuple(items))
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.max_ticks < 1:
+            raise ValueError(f"max_ticks must be >= 1, got {self.max_ticks}")
+        names = [r.name for r in self.recipes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"recipe names must be unique, got {names}")
+        for r in self.recipes:
+            if r.station not in self.station_types:
+                raise ValueError(f"recipe {r.name!r} needs station {r.station!r}, not one of {self.station_types}")
+            if r.ticks < 1 or r.count < 1 or not r.inputs or min(r.inputs.values()) < 1:
+                raise ValueError(f"recipe {r.name!r} needs ticks >= 1, count >= 1 and inputs of at least 1")
+        if self.goal not in [r.output for r in self.recipes]:
+            raise ValueError(f"goal {self.goal!r} is not the output of any recipe")
+        for counts, types, label in ((self.resource_counts, self.resource_types, "resource"),
+                                     (self.station_counts, self.station_types, "station")):
+            for name, n in counts:
+                if name not in types or n < 0:
+                    raise ValueError(f"{label}_counts: {name!r} x{n} is not a known {label} type or a count >= 0")
+        if self.layout == "random" and sum(n for _, n in self.resource_counts) < 1:
+            raise ValueError("resource_counts must place at least one resource")
+        if self.layout == "classic":
+            missing = ({t for *_, t in CLASSIC_RESOURCES} - set(self.resource_types)
+                       | {t for *_, t in CLASSIC_STATIONS} - set(self.station_types))
+            if missing:
+                raise ValueError(f"the classic layout needs the types {sorted(missing)}")
+
+    @property
+    def table_sizes(self) -> tuple[int, int]:
+        """Resource and station slots."""
+        if self.layout == "classic":
+            return len(CLASSIC_RESOURCES), len(CLASSIC_STATIONS)
+        return sum(n for _, n in self.resource_counts), sum(n for _, n in self.station_counts)
+
+
+def recipe_table(params: CraftingParams) -> RecipeTable:
+    """The recipes of ``params`` as the arrays the crafting rules read."""
+    items, recipes = params.item_names, params.recipes
+    inputs = np.zeros((len(recipes), len(items)), np.int32)
+    for k, r in enumerate(recipes):
+        for item, n in r.inputs.items():
+            inputs[k, items.index(item)] = n
+    return RecipeTable(
+        inputs=inputs,
+        station=np.array([params.station_types.index(r.station) for r in recipes], np.int8),
+        ticks=np.array([r.ticks for r in recipes], np.int32),
+        output=np.array([items.index(r.output) for r in recipes], np.intp),
+        count=np.array([r.count for r in recipes], np.int32),
+    )
+
+
+def recipe_costs(params: CraftingParams) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: raw materials in one unit, and units that one goal item needs (its chain).
+
+    Raw materials are items no recipe makes (or resource types); a made item holds what
+    its first recipe consumes, shared over the recipe's ``count``.
+    """
+    items = params.item_names
+    maker = {}
+    for r in params.recipes:
+        maker.setdefault(r.output, r)
+    raw = np.zeros(len(items))
+    need = np.zeros(len(items))
+
+    def value(item: str, path: tuple[str, ...]) -> float:
+        if item in path:
+            raise ValueError(f"the recipes make {item!r} from itself: {' -> '.join((*path, item))}")
+        r = maker.get(item)
+        if r is None or item in params.resource_types:
+            return 1.0
+        return sum(n * value(i, (*path, item)) for i, n in r.inputs.items()) / r.count
+
+    def require(item: str, units: float) -> None:
+        need[items.index(item)] += units
+        r = maker.get(item)
+        if r is not None and item not in params.resource_types:
+            for i, n in r.inputs.items():
+                require(i, units * n / r.count)
+
+    for i, item in enumerate(items):
+        raw[i] = value(item, ())
+    require(params.goal, 1.0)
+    return raw, need
+
+
+def station_in_use(slots: EntitySlots, s: WorldState) -> np.ndarray:
+    """(B, S): whether some agent of the world is crafting at each station."""
+    at = s.craft_station[:, :, None] == np.arange(slots.stations, dtype=np.int16)
+    return ((s.craft_left > 0)[:, :, None] & at).any(1)
+
+
+class Crafting:
+    """The Crafting rules as pure functions over a batched :class:`WorldState`."""
+
+    def __init__(self, params: CraftingParams | None = None, **kwargs):
+        self.params = CraftingParams(**kwargs) if params is None else dataclasses.replace(params, **kwargs)
+        p = self.params
+        R, S = p.table_sizes
+        self.sizes = (R, S)
+        self.slots = EntitySlots(resources=R, stations=S)
+        self.recipes = recipe_table(p)
+        K, I = self.recipes.size, len(p.item_names)
+        self.goal_item = p.item_names.index(p.goal)
+        self.goal_recipe = [r.output for r in p.recipes].index(p.goal)
+
+        # what the rewards and the score read, per recipe / per item
+        raw, need = recipe_costs(p)
+        made = np.zeros(I, bool)
+        made[self.recipes.output] = True
+        made[[p.item_names.index(t) for t in p.resource_types]] = False
+        self._raw_inputs = (self.recipes.inputs * ~made).sum(1).astype(F32)  # raw materials each craft uses
+        # the made items of one goal's chain: (item, units one goal needs, raw materials per unit)
+        self._chain = [(i, F32(need[i]), F32(raw[i])) for i in np.flatnonzero(made & (need > 0))]
+        self._goal_value = F32(raw[self.goal_item])
+        # each recipe's inputs as (item, count) pairs: a few column tests beat one (B, K, I) test
+        self._inputs = [[(i, self.recipes.inputs[k, i]) for i in np.flatnonzero(self.recipes.inputs[k])]
+                        for k in range(K)]
+        self._intermediate = (need[self.recipes.output] > 0) & (self.recipes.output != self.goal_item)
+
+        n_res, n_st = len(p.resource_types), len(p.station_types)
+        res_low, res_high = table_bounds(p, n_res)
+        st_low, st_high = table_bounds(p, n_st)
+        w = p.half_size
+        self.observation_space = spaces.Dict({
+            "agent": spaces.Box(np.array([-w, -w, 0, 0, 0, -w, -w], F32),
+                                np.array([w, w, p.max_health, p.max_energy, 1, w, w], F32)),
+            "resources": spaces.Box(np.tile(res_low, (R, 1)), np.tile(res_high, (R, 1))),
+            "stations": spaces.Box(np.tile(np.append(st_low, F32(0)), (S, 1)),
+                                   np.tile(np.append(st_high, F32(1)), (S, 1))),
+            "inventory": spaces.Box(0, p.inventory_capacity, (I,), F32),
+            "craftable": spaces.Box(0, 1, (K,), F32),
+            "crafting": spaces.Box(np.zeros(K + 1, F32),
+                                   np.append(np.ones(K, F32), F32(self.recipes.ticks.max()))),
+            "last_action": spaces.MultiDiscrete([len(TOOL_NAMES), len(RESULT_CODES)]),
+            "time_left": spaces.Box(0, p.max_ticks, (1,), F32),
+        })
+        self.action_space = tool_action_space(p, resources=R, recipes=K, stations=S)
+
+    def init_state(self, batch: int) -> WorldState:
+        s = WorldState.zeros(batch, 1, self.slots, 0, len(self.params.item_names))
+        K = self.recipes.size
+        s.extra.update(crafted=np.zeros((batch, K), np.int32), items_crafted=np.zeros(batch, np.int32),
+                       craft_attempts=np.zeros(batch, np.int32), raw_spent=np.zeros(batch, F32))
+        return s
+
+    # -- reset ---------------------------------------------------------------------------
+
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+        """Lay out fresh worlds at ``index``, each drawing from its own generator."""
+        if len(index) == 0:
+            return
+        if self.params.layout == "classic":
+            spawn_x, spawn_z, resources, stations = self._classic(len(index))
+        else:
+            spawn_x, spawn_z, resources, stations = self._random(rngs)
+        s = state
+        for part, (x, z, kind) in ((self.slots.res, resources), (self.slots.st, stations)):
+            s.ent_x[index, part], s.ent_z[index, part], s.ent_kind[index, part] = x, z, kind
+            s.ent_alive[index, part] = True
+        s.res_total[index] = self.sizes[0]
+        reset_agents(self.params, s, index, spawn_x[:, None], spawn_z[:, None])
+        for value in s.extra.values():
+            value[index] = 0
+
+    def _classic(self, n: int):
+        p = self.params
+
+        def columns(rows, types):
+            x, z, kind = zip(*rows, strict=True)
+            kind = [types.index(t) for t in kind]
+            return tuple(np.repeat(np.array(c, dtype)[None], n, 0)
+                         for c, dtype in ((x, F32), (z, F32), (kind, np.int8)))
+
+        return (np.full(n, CLASSIC_SPAWN[0], F32), np.full(n, CLASSIC_SPAWN[1], F32),
+                columns(CLASSIC_RESOURCES, p.resource_types), columns(CLASSIC_STATIONS, p.station_types))
+
+    def _random(self, rngs: Sequence[np.random.Generator]):
+        """Seeded placement, vectorized over the worlds being reset.
+
+        Each world draws one block of uniforms from its own generator. Stations are placed
+        one after another, each at the first of its candidate spots that keeps clear of
+        the spawn point and of the stations before it; resources take the first spot clear
+        of the stations. When no candidate is clear the first one is used, so every entity
+        is always placed and every layout is solvable.
+        """
+        p = self.params
+        R, S = self.sizes
+        C = CANDIDATES
+        counts = (2, S * C * 2, R * C * 2)
+        u = np.stack([rng.random(sum(counts), dtype=F32) for rng in rngs])
+        spawn_u, station_u, resource_u = np.split(u, np.cumsum(counts)[:-1], axis=1)
+        n = len(rngs)
+        w = F32(p.half_size)
+        spawn_x, spawn_z = ((spawn_u * 2 - 1) * (w - 3)).T
+
+        spots = (station_u.reshape(n, S, C, 2) * 2 - 1) * (w - 3)
+        sx, sz = np.full((n, S), 1e4, F32), np.full((n, S), 1e4, F32)
+        for i in range(S):  # a few stations: each must see the ones placed before it
+            cx, cz = spots[:, i, :, 0], spots[:, i, :, 1]
+            ok = (np.hypot(cx - spawn_x[:, None], cz - spawn_z[:, None]) > 3.0) & (
+                np.hypot(cx[..., None] - sx[:, None], cz[..., None] - sz[:, None]) > STATION_SPACING).all(-1)
+            chosen, _ = first_valid(spots[:, i], ok)
+            sx[:, i], sz[:, i] = chosen[:, 0], chosen[:, 1]
+
+        spots = (resource_u.reshape(n, R, C, 2) * 2 - 1) * (w - 2)
+        cx, cz = spots[..., 0], spots[..., 1]
+        clear = np.hypot(cx[..., None] - sx[:, None, None], cz[..., None] - sz[:, None, None]) > p.craft_range
+        ok = clear.all(-1) & (np.hypot(cx - spawn_x[:, None, None], cz - spawn_z[:, None, None]) > 1.0)
+        chosen, _ = first_valid(spots, ok)
+
+        def kinds(counts, types):
+            return np.repeat(np.array([types.index(t) for t, _ in counts], np.int8), [k for _, k in counts])
+
+        res_kind = np.broadcast_to(kinds(p.resource_counts, p.resource_types), (n, R))
+        st_kind = np.broadcast_to(kinds(p.station_counts, p.station_types), (n, S))
+        return spawn_x, spawn_z, (chosen[..., 0], chosen[..., 1], res_kind), (sx, sz, st_kind)
+
+    # -- step ----------------------------------------------------------------------------
+
+    def step(self, state: WorldState, actions: ToolActions, active: np.ndarray | None = None):
+        """Advance the worlds where ``active`` is true by one tick: rewards, terminated, truncated."""
+        return step_subset(self._step, state, actions, active)
+
+    def _step(self, s: WorldState, actions: ToolActions):
+        p, recipes, extra = self.params, self.recipes, s.extra
+        events = apply_tools(p, self.slots, s, actions, recipes)
+        advance(p, self.slots, s, events, recipes)
+        extra["craft_attempts"] += (s.last_tool[:, 0] == CRAFT) & s.alive[:, 0]
+        reward = np.zeros(s.batch_size, F32)
+        started = events.craft_started[:, 0]
+        b = np.flatnonzero(started >= 0)
+        extra["raw_spent"][b] += self._raw_inputs[started[b]]
+        crafted = events.crafted[:, 0]
+        b = np.flatnonzero(crafted >= 0)
+        if len(b):
+            k = crafted[b]
+            first = extra["crafted"][b, k] == 0
+            extra["crafted"][b, k] += 1
+            extra["items_crafted"][b] += 1
+            reward[b] = np.where(k == self.goal_recipe, p.goal_reward,
+                                 np.where(first & self._intermediate[k], p.intermediate_reward, 0.0))
+        terminated = s.inventory[:, 0, self.goal_item] > 0
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return reward, terminated, truncated
+
+    # -- observation and info ------------------------------------------------------------
+
+    def observe(self, s: WorldState) -> dict[str, np.ndarray]:
+        p, slots, recipes = self.params, self.slots, self.recipes
+        B, K = s.batch_size, recipes.size
+        agent = np.empty((B, 7), F32)
+        for column, value in enumerate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z)):
+            agent[:, column] = value[:, 0]
+        last_action = np.empty((B, 2), np.int64)
+        last_action[:, 0] = s.last_tool[:, 0]
+        last_action[:, 1] = s.last_code[:, 0]
+        n_res, n_st = len(p.resource_types), len(p.station_types)
+        table = entity_table(p, slots, s, max(n_res, n_st), relative(s, s.obst_x, s.obst_z))[:, 0]
+        stations = np.empty((B, slots.stations, 6 + n_st), F32)
+        stations[..., :-1] = table[:, slots.st, :5 + n_st]
+        shown = np.maximum(stations[..., 0], stations[..., 1])
+        np.multiply(station_in_use(slots, s), shown, out=stations[..., -1])
+        inventory = s.inventory[:, 0]
+        crafting = np.zeros((B, K + 1), F32)
+        busy = np.flatnonzero(s.craft_left[:, 0])
+        crafting[busy, s.craft_recipe[busy, 0]] = 1.0
+        crafting[:, K] = s.craft_left[:, 0]
+        return {
+            "agent": agent,
+            "resources": table[:, slots.res, :5 + n_res],
+            "stations": stations,
+            "inventory": inventory.astype(F32),
+            "craftable": self._craftable(inventory),
+            "crafting": crafting,
+            "last_action": last_action,
+            "time_left": (p.max_ticks - s.tick).astype(F32)[:, None],
+        }
+
+    def info(self, s: WorldState) -> dict[str, np.ndarray]:
+        extra = s.extra
+        attempts = extra["craft_attempts"]
+        done = extra["items_crafted"]
+        efficiency = (100.0 * done / np.maximum(attempts, 1)).astype(F32)
+        goal = (s.inventory[:, 0, self.goal_item] > 0).astype(np.int32)
+        waste = self.waste(s)
+        return {
+            "score": score(goal, efficiency, waste),
+            "goal_crafted": goal,
+            "items_crafted": done.copy(),
+            "craft_attempts": attempts.copy(),
+            "recipe_efficiency": efficiency,
+            "waste": waste,
+            "resources_collected": s.collected[:, 0].copy(),
+        }
+
+    def waste(self, s: WorldState) -> np.ndarray:
+        """Raw materials crafting used up that went neither into the goal nor into the
+        intermediates one goal needs (an item in progress counts as held)."""
+        inventory = s.inventory[:, 0]
+        busy = s.craft_left[:, 0] > 0
+        making = np.where(busy, self.recipes.output[s.craft_recipe[:, 0]], -1)
+        making_count = self.recipes.count[s.craft_recipe[:, 0]]
+        useful = np.zeros(s.batch_size, F32)
+        for item, need, value in self._chain:
+            held = inventory[:, item] + (making == item) * making_count
+            useful += np.minimum(held, need) * value
+        goal_made = (inventory[:, self.goal_item] > 0) | (making == self.goal_item)
+        useful = np.where(goal_made, self._goal_value, useful)
+        return np.maximum(s.extra["raw_spent"] - useful, F32(0))
+
+    def _craftable(self, inventory: np.ndarray) -> np.ndarray:
+        craftable = np.empty((len(inventory), self.recipes.size), F32)
+        for k, inputs in enumerate(self._inputs):
+            ok = inventory[:, inputs[0][0]] >= inputs[0][1]
+            for item, n in inputs[1:]:
+                ok &= inventory[:, item] >= n
+            craftable[:, k] = ok
+        return craftable
+
+
+def score(goal: np.ndarray, efficiency: np.ndarray, waste: np.ndarray) -> np.ndarray:
+    """The Agent Arena crafting score: max(0, 50·goal + 0.3·recipe_efficiency − 5·waste)."""
+    return np.maximum(0.0, 50.0 * goal + 0.3 * efficiency - 5.0 * waste).astype(F32)
+
+
+class CraftingEnv(ArenaEnv):
+    __doc__ = __doc__
+
+    def __init__(self, render_mode: str | None = None, params: CraftingParams | None = None, **kwargs):
+        super().__init__(Crafting(params, **kwargs), render_mode=render_mode)
+
+
+class CraftingVectorEnv(ArenaVectorEnv):
+    __doc__ = __doc__
+
+    def __init__(self, num_envs: int = 1, render_mode: str | None = None,
+                 params: CraftingParams | None = None, autoreset_mode="NextStep", **kwargs):
+        super().__init__(Crafting(params, **kwargs), num_envs, autoreset_mode=autoreset_mode,
+                         render_mode=render_mode)

@@ -1,0 +1,712 @@
+"""Team Capture: two teams fight over five capture points and talk with ``send_message``.
+
+Two teams of ``agents_per_team`` agents (default 2, up to 8), ``blue_agent_1..N`` and
+``red_agent_1..N``, walk a square world of side ``2 * half_size`` (default ±30) with the
+seven universal tools. Blue spawns around (−25, 0), red at the mirror image of blue's
+spawn through the centre, so neither side is favoured.
+
+## Capture rules
+
+Points A (−15, −15), B (15, −15), Center (0, 0), D (−15, 15), E (15, 15) start neutral.
+Each tick, after movement, every point counts the agents of each team within
+``capture_radius`` (3.0) of it. A team with strictly more agents inside than the other
+*dominates* the point:
+
+* a dominating team that does not own the point gains one tick of progress (progress
+  starts over when the dominating team changes); after ``capture_ticks`` (50) ticks of
+  progress the point flips to it, neutral or owned by the other team alike;
+* a tie, an empty zone or the owner dominating resets progress to 0.
+
+Scores: ``capture_score`` (+10) per capture, and at every whole second of game time
+(every 10 ticks of 0.1 s) ``hold_score`` (+1) per point the team owns then. The episode
+terminates for everyone when a team reaches ``win_score`` (100) and truncates after
+``max_ticks`` (1200) ticks.
+
+## Messages
+
+``send_message`` carries a token in ``[0, message_vocab_size)`` (default 16) and a target:
+0 for all teammates, ``i`` for teammate ``i`` (``blue_agent_i`` when sent by a blue agent).
+A message is delivered next tick, that is in the observation that follows the step it was
+sent in, to each addressed teammate within ``message_range`` (15) of the sender at that
+moment. Each delivery is dropped with probability ``message_drop_prob`` (0.1), decided by
+counter-based hashing of (world key, episode, tick, sender, receiver): the world key is
+drawn from the world's own generator at reset, so drops are reproducible and do not
+depend on the batch. Messages never reach the other team; a message to oneself reaches
+nobody.
+
+## Action space
+
+The structured tool action of :mod:`arena_envs.actions` (``Dict``), per agent; only the
+chosen tool's entry is read. ``send_message`` is ``MultiDiscrete([vocab, N + 1])``.
+There are no resources or stations, so ``collect`` and ``craft`` answer ``NOT_FOUND``;
+``query_world`` and ``query_inventory`` succeed and add nothing (every point is always
+observed, and agents are seen by the perception rules below only).
+
+## Observation space (per agent; N agents per team, P = 5 points, O obstacles)
+
+Team-relative, so one policy can play either side. Float32 unless noted; rows of agents
+not seen and of empty message slots are zero.
+
+| key           | shape    | content                                                                 |
+|---------------|----------|-------------------------------------------------------------------------|
+| `agent`       | (7,)     | x, z, energy, moving (0/1), movement target x, target z, team (0 blue, 1 red) |
+| `allies`      | (N, 4)   | row j = teammate j + 1: visible, dx, dz, distance (own row always zero)  |
+| `enemies`     | (N, 4)   | row j = enemy j + 1: visible, dx, dz, distance                           |
+| `points`      | (P, 7)   | dx, dz, distance, ours, theirs (ownership 0/1), our progress, their      |
+|               |          | progress (fractions of ``capture_ticks``)                                |
+| `messages`    | (N, 4)   | row j = the last message from teammate j + 1: sender (j + 1, 0 when      |
+|               |          | none received), token, age in ticks (0 = arrived this tick), direct (1   |
+|               |          | when addressed to this agent alone)                                      |
+| `obstacles`   | (O, 4)   | present, dx, dz, radius (the map: every obstacle is always listed)      |
+| `score`       | (2,)     | our score, their score                                                   |
+| `last_action` | (2,) int | ``MultiDiscrete([7, 7])``: last tool and its result code                |
+| `time_left`   | (1,)     | ticks until truncation                                                   |
+
+Allies are seen within ``ally_radius`` (15), enemies within ``enemy_radius`` (20) and never
+beyond; obstacles, when there are any, also block the line of sight to agents.
+
+## Rewards
+
+Per agent, the change this tick of (own team's score − other team's score): shared by
+the team, zero-sum between the teams.
+
+## Episode end
+
+Every agent terminates when a team reaches ``win_score``; every agent truncates after
+``max_ticks``.
+
+## Info (per world)
+
+``blue_score``, ``red_score``, ``blue_points``, ``red_points`` (points owned).
+
+## Arguments
+
+``agents_per_team``, ``capture_points``, ``capture_radius``, ``capture_ticks``,
+``capture_score``, ``hold_score``, ``win_score``, ``ally_radius``, ``enemy_radius``,
+``message_range``, ``message_drop_prob``, ``message_vocab_size``, ``spawn_distance``,
+``spawn_spread``, ``num_obstacles`` (default 0: an open field; an even number gives
+mirrored pairs of seeded circular obstacles that block movement and sight), and every
+rule of :class:`~arena_envs.world.WorldParams` (``max_ticks``, called ``max_cycles`` by
+the PettingZoo constructors, ``half_size``, ...).
+
+    >>> from arena_envs import team_capture_v0
+    >>> env = team_capture_v0.parallel_env(agents_per_team=2)
+    >>> envs = team_capture_v0.vector_env(num_envs=4096, agents_per_team=4)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+from pettingzoo import ParallelEnv
+
+from arena_envs.actions import decode_actions, tool_action_space
+from arena_envs.envs import ArenaVectorEnv, step_subset
+from arena_envs.world import (
+    F32,
+    FAR,
+    OBSTACLE_KINDS,
+    OK,
+    RESULT_CODES,
+    SEND_MESSAGE,
+    TOOL_NAMES,
+    EntitySlots,
+    ToolActions,
+    WorldParams,
+    WorldState,
+    advance,
+    apply_tools,
+    first_valid,
+    line_of_sight,
+    relative,
+    reset_agents,
+)
+
+TEAMS = ("blue", "red")
+BLUE, RED = 0, 1
+NEUTRAL = -1  # owner or capturer of nobody
+
+CLASSIC_POINTS = ((-15.0, -15.0), (15.0, -15.0), (0.0, 0.0), (-15.0, 15.0), (15.0, 15.0))
+POINT_NAMES = ("A", "B", "Center", "D", "E")
+
+CANDIDATES = 16  # placement tries per obstacle pair
+
+
+@dataclass(frozen=True)
+class TeamCaptureParams(WorldParams):
+    half_size: float = 30.0
+    max_ticks: int = 1200
+    item_names: tuple[str, ...] = ()
+    resource_types: tuple[str, ...] = ()
+    agents_per_team: int = 2
+    capture_points: tuple[tuple[float, float], ...] = CLASSIC_POINTS
+    point_names: tuple[str, ...] = POINT_NAMES
+    capture_radius: float = 3.0
+    capture_ticks: int = 50
+    capture_score: float = 10.0
+    hold_score: float = 1.0  # per owned point per second
+    win_score: float = 100.0
+    ally_radius: float = 15.0
+    enemy_radius: float = 20.0
+    message_range: float = 15.0
+    message_drop_prob: float = 0.1
+    spawn_distance: float = 25.0  # blue spawns around (-spawn_distance, 0)
+    spawn_spread: float = 3.0
+    num_obstacles: int = 0
+
+    def __post_init__(self):
+        def check(ok: bool, message: str) -> None:
+            if not ok:
+                raise ValueError(message)
+
+        check(1 <= self.agents_per_team <= 8, f"agents_per_team must be 1 to 8, got {self.agents_per_team}")
+        check(len(self.capture_points) >= 1 and all(len(p) == 2 for p in self.capture_points),
+              "capture_points must be a non-empty tuple of (x, z) pairs")
+        check(len(self.point_names) == len(self.capture_points),
+              f"point_names needs one name per capture point ({len(self.capture_points)})")
+        check(all(abs(c) <= self.half_size for p in self.capture_points for c in p),
+              "capture_points must lie inside the world")
+        check(self.capture_radius > 0, f"capture_radius must be > 0, got {self.capture_radius}")
+        check(self.capture_ticks >= 1, f"capture_ticks must be >= 1, got {self.capture_ticks}")
+        check(self.win_score > 0, f"win_score must be > 0, got {self.win_score}")
+        check(self.capture_score >= 0 and self.hold_score >= 0, "capture_score and hold_score must be >= 0")
+        check(self.ally_radius >= 0 and self.enemy_radius >= 0 and self.message_range >= 0,
+              "ally_radius, enemy_radius and message_range must be >= 0")
+        check(0.0 <= self.message_drop_prob <= 1.0,
+              f"message_drop_prob must be in [0, 1], got {self.message_drop_prob}")
+        check(self.message_vocab_size >= 1, f"message_vocab_size must be >= 1, got {self.message_vocab_size}")
+        check(self.max_ticks >= 1, f"max_ticks must be >= 1, got {self.max_ticks}")
+        check(self.num_obstacles >= 0 and self.num_obstacles % 2 == 0,
+              f"num_obstacles must be an even number >= 0 (mirrored pairs), got {self.num_obstacles}")
+        check(0 <= self.spawn_spread and self.spawn_distance + self.spawn_spread <= self.half_size - self.agent_radius,
+              "the spawn area (spawn_distance ± spawn_spread) must lie inside the world")
+        check(round(1.0 / self.dt) >= 1, f"dt must be at most 1 second, got {self.dt}")
+
+    @property
+    def num_agents(self) -> int:
+        return 2 * self.agents_per_team
+
+    @property
+    def ticks_per_second(self) -> int:
+        return round(1.0 / self.dt)
+
+    @property
+    def max_score(self) -> float:
+        """The highest score reachable: the win score plus what one last tick can add."""
+        return self.win_score + len(self.capture_points) * (self.capture_score + self.hold_score)
+
+
+def agent_names(agents_per_team: int) -> list[str]:
+    """``blue_agent_1..N`` then ``red_agent_1..N``: the order of the agent axis."""
+    return [f"{team}_agent_{i}" for team in TEAMS for i in range(1, agents_per_team + 1)]
+
+
+class TeamCapture:
+    """The Team Capture rules as pure functions over a batched :class:`WorldState`.
+
+    The agent axis holds blue's agents then red's. ``observation_space`` and
+    ``action_space`` are one agent's (every agent has the same ones).
+    """
+
+    def __init__(self, params: TeamCaptureParams | None = None, **kwargs):
+        params = params or TeamCaptureParams()
+        self.params = p = dataclasses.replace(params, **kwargs) if kwargs else params
+        N, A, P, O = p.agents_per_team, p.num_agents, len(p.capture_points), p.num_obstacles
+        self.agents_per_team, self.num_agents = N, A
+        self.possible_agents = agent_names(N)
+        self.slots = EntitySlots()
+        self.point_x = np.array([c[0] for c in p.capture_points], F32)
+        self.point_z = np.array([c[1] for c in p.capture_points], F32)
+        self.team = np.repeat(np.arange(2), N)  # (A,) team of each agent
+        self.sign = np.where(self.team == BLUE, F32(1), F32(-1))  # (A,) reward sign
+        # Constant index tables that keep the hot path free of loops over agents. Reductions
+        # and broadcasts over short trailing axes (N, P) are slow in numpy, so per-team counts
+        # are a small matrix product and agent pairs are gathered flat: (B, A * N).
+        self.team_onehot = np.repeat(np.eye(2, dtype=F32), N, axis=0)  # (A, 2)
+        teammate = np.arange(N)
+        self.observer = np.repeat(np.arange(A), N)  # (A * N,): row a * N + j belongs to agent a
+        self.ally = (self.team[:, None] * N + teammate).ravel()  # ... and shows its teammate j
+        self.enemy = ((1 - self.team)[:, None] * N + teammate).ravel()  # ... or the enemy j
+        self.not_self = self.ally != self.observer
+        self.sender_number = np.tile(np.arange(1, N + 1, dtype=F32), A)  # (A * N,)
+        self.score_order = np.where(self.team[:, None] == BLUE, [BLUE, RED], [RED, BLUE])  # (A, 2)
+
+        w, reach = p.half_size, 2 * p.half_size
+
+        def table(row_low, row_high, rows):
+            return spaces.Box(np.tile(np.array(row_low, F32), (rows, 1)), np.tile(np.array(row_high, F32), (rows, 1)))
+
+        ar, er = p.ally_radius, p.enemy_radius
+        self.observation_space = spaces.Dict({
+            "agent": spaces.Box(np.array([-w, -w, 0, 0, -w, -w, 0], F32),
+                                np.array([w, w, p.max_energy, 1, w, w, 1], F32)),
+            "allies": table([0, -ar, -ar, 0], [1, ar, ar, ar], N),
+            "enemies": table([0, -er, -er, 0], [1, er, er, er], N),
+            "points": table([-reach, -reach, 0, 0, 0, 0, 0], [reach, reach, reach * np.sqrt(2), 1, 1, 1, 1], P),
+            "messages": table([0, 0, 0, 0], [N, p.message_vocab_size - 1, p.max_ticks, 1], N),
+            "obstacles": table([0, -reach, -reach, 0], [1, reach, reach, reach], O),
+            "score": spaces.Box(0, p.max_score, (2,), F32),
+            "last_action": spaces.MultiDiscrete([len(TOOL_NAMES), len(RESULT_CODES)]),
+            "time_left": spaces.Box(0, p.max_ticks, (1,), F32),
+        })
+        self.action_space = tool_action_space(p, resources=0, recipes=0, stations=0, agents=N)
+        # the global view: per agent x, z, moving; per point owner and progress of each team;
+        # the scores; ticks left
+        state_low = [-w, -w, 0] * A + [0, 0, 0, 0] * P + [0, 0, 0]
+        state_high = [w, w, 1] * A + [1, 1, 1, 1] * P + [p.max_score, p.max_score, p.max_ticks]
+        self.state_space = spaces.Box(np.array(state_low, F32), np.array(state_high, F32))
+
+    def init_state(self, batch: int) -> WorldState:
+        p, N, A, P = self.params, self.agents_per_team, self.num_agents, len(self.params.capture_points)
+        s = WorldState.zeros(batch, A, self.slots, p.num_obstacles, len(p.item_names))
+        s.extra.update(
+            point_owner=np.full((batch, P), NEUTRAL, np.int8),
+            point_capturer=np.full((batch, P), NEUTRAL, np.int8),
+            point_progress=np.zeros((batch, P), np.int32),
+            score=np.zeros((batch, 2), F32),
+            inbox_token=np.full((batch, A, N), -1, np.int32),  # -1: nothing received from that teammate
+            inbox_age=np.zeros((batch, A, N), np.int32),
+            inbox_direct=np.zeros((batch, A, N), bool),
+            message_key=np.zeros(batch, np.uint64),
+        )
+        return s
+
+    # -- reset ---------------------------------------------------------------------------
+
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+        """Start fresh episodes in worlds ``index``, each drawing from its own generator."""
+        if len(index) == 0:
+            return
+        p, N, s = self.params, self.agents_per_team, state
+        n, pairs = len(index), p.num_obstacles // 2
+        draws = [(rng.random(2 * N + pairs * CANDIDATES * 4, dtype=F32), rng.integers(0, 2**63, dtype=np.uint64))
+                 for rng in rngs]
+        u = np.stack([d[0] for d in draws]).reshape(n, -1)
+        s.extra["message_key"][index] = [d[1] for d in draws]
+
+        # blue around (-spawn_distance, 0); red at the mirror image of blue through the centre
+        spread = F32(p.spawn_spread)
+        blue_x = -F32(p.spawn_distance) + (u[:, :N] * 2 - 1) * spread
+        blue_z = (u[:, N:2 * N] * 2 - 1) * spread
+        reset_agents(p, s, index, np.concatenate([blue_x, -blue_x], 1), np.concatenate([blue_z, -blue_z], 1))
+        if pairs:
+            (s.obst_x[index], s.obst_z[index], s.obst_r[index],
+             s.obst_kind[index]) = self._obstacles(u[:, 2 * N:].reshape(n, pairs, CANDIDATES, 4))
+
+        s.extra["point_owner"][index] = NEUTRAL
+        s.extra["point_capturer"][index] = NEUTRAL
+        s.extra["point_progress"][index] = 0
+        s.extra["score"][index] = 0.0
+        s.extra["inbox_token"][index] = -1
+        s.extra["inbox_age"][index] = 0
+        s.extra["inbox_direct"][index] = False
+
+    def _obstacles(self, u: np.ndarray):
+        """Mirrored pairs of circles, each clear of the capture zones and the spawn areas."""
+        p = self.params
+        w = F32(p.half_size)
+        x, z = (u[..., 0] * 2 - 1) * (w - 2), (u[..., 1] * 2 - 1) * (w - 2)
+        r = F32(0.8) + u[..., 2] * F32(1.2)
+        kind = np.minimum(u[..., 3] * len(OBSTACLE_KINDS), len(OBSTACLE_KINDS) - 1)
+        to_points = np.hypot(x[..., None] - self.point_x, z[..., None] - self.point_z).min(-1)
+        to_spawn = np.minimum(np.hypot(x + p.spawn_distance, z), np.hypot(x - p.spawn_distance, z))
+        spawn_reach = p.spawn_spread * np.sqrt(2) + p.agent_radius + 1.0
+        ok = ((to_points > r + p.capture_radius + 1.0) & (to_spawn > r + spawn_reach)
+              & (np.hypot(x, z) > r + p.agent_radius))  # the pair's two circles leave a gap at the centre
+        chosen, placed = first_valid(np.stack([x, z, r, kind], -1), ok)
+        ox, oz = np.where(placed, chosen[..., 0], FAR), np.where(placed, chosen[..., 1], FAR)
+        mirror_x, mirror_z = np.where(placed, -ox, FAR), np.where(placed, -oz, FAR)
+        orad = np.where(placed, chosen[..., 2], 0.0)
+        okind = chosen[..., 3].astype(np.int8)
+        return (np.concatenate([ox, mirror_x], 1), np.concatenate([oz, mirror_z], 1),
+                np.concatenate([orad, orad], 1), np.concatenate([okind, okind], 1))
+
+    # -- step ----------------------------------------------------------------------------
+
+    def step(self, state: WorldState, actions: ToolActions, active: np.ndarray | None = None):
+        """Advance the worlds where ``active`` is true by one tick.
+
+        Returns rewards (B, A) and terminated, truncated (B,): every agent of a world
+        ends together.
+        """
+        return step_subset(self._step, state, actions, active)
+
+    def _step(self, s: WorldState, actions: ToolActions):
+        p = self.params
+        score = s.extra["score"]
+        margin_before = score[:, BLUE] - score[:, RED]
+        events = apply_tools(p, self.slots, s, actions)
+        advance(p, self.slots, s, events)
+        self._capture(s)
+        self._deliver_messages(s, actions)
+        reward = ((score[:, BLUE] - score[:, RED]) - margin_before)[:, None] * self.sign
+        terminated = np.maximum(score[:, BLUE], score[:, RED]) >= p.win_score
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return reward, terminated, truncated
+
+    def _capture(self, s: WorldState) -> None:
+        """Count agents in each zone, move progress on, flip points and score them."""
+        p, B, P = self.params, s.batch_size, len(self.point_x)
+        owner, capturer = s.extra["point_owner"], s.extra["point_capturer"]
+        progress, score = s.extra["point_progress"], s.extra["score"]
+        d2 = self._point_offsets(s)[2]
+        inside = (d2 <= F32(p.capture_radius**2)) & s.alive  # (P, B, A)
+        counts = (inside.reshape(P * B, -1).astype(F32) @ self.team_onehot).reshape(P, B, 2)
+        blue, red = counts[..., BLUE].T, counts[..., RED].T  # (B, P)
+        dominant = np.where(blue > red, BLUE, np.where(red > blue, RED, NEUTRAL)).astype(np.int8)
+        contest = (dominant != NEUTRAL) & (dominant != owner)
+        progress[...] = np.where(contest, np.where(capturer == dominant, progress + 1, 1), 0)
+        capturer[...] = np.where(contest, dominant, NEUTRAL)
+        flip = progress >= p.capture_ticks
+        if flip.any():
+            owner[flip] = dominant[flip]
+            capturer[flip] = NEUTRAL
+            progress[flip] = 0
+            score += F32(p.capture_score) * self._per_team(flip, dominant)
+        second = s.tick % p.ticks_per_second == 0
+        if second.any():
+            score += F32(p.hold_score) * self._per_team(second[:, None], owner)
+
+    @staticmethod
+    def _per_team(where: np.ndarray, team: np.ndarray) -> np.ndarray:
+        """(B, 2): how many points per world are ``where`` and belong to blue, to red."""
+        return np.stack([np.count_nonzero(where & (team == BLUE), axis=1),
+                         np.count_nonzero(where & (team == RED), axis=1)], 1)
+
+    def _point_offsets(self, s: WorldState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Offsets from every agent to every point and squared distances: (P, B, A) each."""
+        dx = self.point_x[:, None, None] - s.x
+        dz = self.point_z[:, None, None] - s.z
+        return dx, dz, dx * dx + dz * dz
+
+    def _deliver_messages(self, s: WorldState, actions: ToolActions) -> None:
+        """Age every inbox, then deliver this tick's messages to teammates in range, minus drops."""
+        p, N = self.params, self.agents_per_team
+        s.extra["inbox_age"] += 1
+        b, a = np.nonzero((s.last_tool == SEND_MESSAGE) & (s.last_code == OK))
+        if len(b) == 0:
+            return
+        receiver = (a - a % N)[:, None] + np.arange(N)  # (k, N): the sender's team
+        target = actions.message_target[b, a]
+        addressed = ((target[:, None] == 0) | (target[:, None] == np.arange(1, N + 1))) & (receiver != a[:, None])
+        bb = b[:, None]
+        dx = s.x[bb, receiver] - s.x[b, a][:, None]
+        dz = s.z[bb, receiver] - s.z[b, a][:, None]
+        delivered = addressed & (dx * dx + dz * dz <= F32(p.message_range**2)) & s.alive[bb, receiver]
+        if p.message_drop_prob > 0:
+            draw = uniform_hash(s.extra["message_key"][b], s.episode[b], s.tick[b], a, receiver)
+            delivered &= draw >= p.message_drop_prob
+        k, j = np.nonzero(delivered)
+        b, sender, receiver = b[k], a[k], receiver[k, j]
+        s.extra["inbox_token"][b, receiver, sender % N] = actions.message_token[b, sender]
+        s.extra["inbox_age"][b, receiver, sender % N] = 0
+        s.extra["inbox_direct"][b, receiver, sender % N] = target[k] != 0
+
+    # -- observation, info, global state ---------------------------------------------------
+    #
+    # Tables are filled a column at a time from contiguous arrays: strided writes that also
+    # cast (bool to float) or broadcast over a short axis cost several times more.
+
+    def observe(self, s: WorldState) -> dict[str, np.ndarray]:
+        """Every agent's observation: arrays (B, A, ...)."""
+        p, N, A = self.params, self.agents_per_team, self.num_agents
+        B = s.batch_size
+        obs = self._empty_observation(B)
+        agent = obs["agent"]
+        for column, value in enumerate((s.x, s.z, s.energy, s.moving.astype(F32), s.target_x, s.target_z)):
+            agent[..., column] = value
+        agent[..., 6] = self.team
+
+        points = obs["points"]
+        dx, dz, d2 = self._point_offsets(s)  # (P, B, A)
+        to_agents = (1, 2, 0)
+        points[..., 0] = dx.transpose(to_agents)
+        points[..., 1] = dz.transpose(to_agents)
+        points[..., 2] = np.sqrt(d2, out=d2).transpose(to_agents)
+        # what each team sees of the points, (2, B, P), then each agent its team's: (A, B, P)
+        owner, capturer = s.extra["point_owner"], s.extra["point_capturer"]
+        fraction = s.extra["point_progress"] * F32(1.0 / p.capture_ticks)
+        blue_red = np.array([[BLUE], [RED]], np.int8)[:, :, None]
+        owned, capturing = (owner == blue_red).astype(F32), fraction * (capturer == blue_red)
+        for column, per_team in enumerate((owned, owned[::-1], capturing, capturing[::-1]), 3):
+            points[..., column] = per_team[self.team].transpose(1, 0, 2)
+
+        messages = obs["messages"].reshape(B, A * N, 4)
+        token = s.extra["inbox_token"].reshape(B, A * N)
+        received = (token >= 0).astype(F32)
+        messages[..., 0] = received * self.sender_number
+        messages[..., 1] = np.maximum(token, 0).astype(F32)
+        messages[..., 2] = s.extra["inbox_age"].reshape(B, A * N) * received
+        messages[..., 3] = s.extra["inbox_direct"].reshape(B, A * N).astype(F32)
+
+        self._agents_seen(s, obs["allies"], obs["enemies"])
+        self._obstacle_table(s, obs["obstacles"])
+        obs["score"][...] = s.extra["score"][:, self.score_order]
+        obs["time_left"][...] = (p.max_ticks - s.tick).astype(F32)[:, None, None]
+        obs["last_action"][..., 0] = s.last_tool.astype(np.int64)
+        obs["last_action"][..., 1] = s.last_code.astype(np.int64)
+        return obs
+
+    def _empty_observation(self, batch: int) -> dict[str, np.ndarray]:
+        """The observation arrays of a batch: contiguous, but cut from one allocation.
+
+        Allocated one by one, the dozen megabytes of a large batch's observation made glibc
+        give memory back to the system and fault it in again on every step (a third of the
+        step at B = 4096); a single block is reused in place.
+        """
+        layout = [(k, (batch, self.num_agents) + space.shape, np.dtype(space.dtype))
+                  for k, space in self.observation_space.spaces.items()]
+        nbytes = [math.prod(shape) * dtype.itemsize for _, shape, dtype in layout]
+        starts = np.cumsum([0] + [-(-n // 8) * 8 for n in nbytes])  # 8-byte aligned
+        block = np.empty(starts[-1], np.uint8)
+        return {k: block[start:start + n].view(dtype).reshape(shape)
+                for (k, shape, dtype), start, n in zip(layout, starts[:-1], nbytes, strict=True)}
+
+    def _agents_seen(self, s: WorldState, allies: np.ndarray, enemies: np.ndarray) -> None:
+        """Fill the ally and enemy tables (B, A, N, 4), each agent's row zero beyond its radius."""
+        p, N, A, B = self.params, self.agents_per_team, self.num_agents, s.batch_size
+        own_x, own_z = np.take(s.x, self.observer, axis=1), np.take(s.z, self.observer, axis=1)  # (B, A * N)
+        both_alive = np.take(s.alive, self.observer, axis=1)
+        hidden = self._hidden_pairs(s)
+        for seen, radius, out in ((self.ally, p.ally_radius, allies), (self.enemy, p.enemy_radius, enemies)):
+            dx = np.take(s.x, seen, axis=1)
+            dx -= own_x
+            dz = np.take(s.z, seen, axis=1)
+            dz -= own_z
+            d2 = dx * dx + dz * dz
+            visible = (d2 <= F32(radius * radius)) & both_alive & np.take(s.alive, seen, axis=1)
+            if seen is self.ally:
+                visible &= self.not_self
+            if hidden is not None:
+                visible &= ~hidden[:, self.observer, seen]
+            shown = visible.astype(F32)
+            table = out.reshape(B, A * N, 4)
+            table[..., 0] = shown
+            table[..., 1] = np.multiply(dx, shown, out=dx)
+            table[..., 2] = np.multiply(dz, shown, out=dz)
+            table[..., 3] = np.multiply(np.sqrt(d2, out=d2), shown, out=d2)
+
+    def _hidden_pairs(self, s: WorldState) -> np.ndarray | None:
+        """(B, A, A): where an obstacle blocks the line of sight between two agents."""
+        if self.params.num_obstacles == 0:
+            return None
+        _, _, d2 = relative(s, s.x, s.z)
+        return ~line_of_sight(s, relative(s, s.obst_x, s.obst_z), s.x, s.z, d2, np.ones(d2.shape, bool))
+
+    def _obstacle_table(self, s: WorldState, table: np.ndarray) -> None:
+        if self.params.num_obstacles == 0:
+            return
+        present = (s.obst_r[:, None, :] > 0).astype(F32)
+        table[..., 0] = present
+        table[..., 1] = (s.obst_x[:, None, :] - s.x[:, :, None]) * present
+        table[..., 2] = (s.obst_z[:, None, :] - s.z[:, :, None]) * present
+        table[..., 3] = s.obst_r[:, None, :]
+
+    def info(self, s: WorldState) -> dict[str, np.ndarray]:
+        owner, score = s.extra["point_owner"], s.extra["score"]
+        return {
+            "blue_score": score[:, BLUE].copy(),
+            "red_score": score[:, RED].copy(),
+            "blue_points": np.count_nonzero(owner == BLUE, axis=1).astype(np.int32),
+            "red_points": np.count_nonzero(owner == RED, axis=1).astype(np.int32),
+        }
+
+    def global_state(self, s: WorldState) -> np.ndarray:
+        """The global view of :attr:`state_space` for every world: (B, state size)."""
+        p, B = self.params, s.batch_size
+        agents = np.stack([s.x, s.z, s.moving.astype(F32)], -1).reshape(B, -1)
+        owner, capturer = s.extra["point_owner"], s.extra["point_capturer"]
+        fraction = s.extra["point_progress"] * F32(1.0 / p.capture_ticks)
+        points = np.stack([owner == BLUE, owner == RED, fraction * (capturer == BLUE),
+                           fraction * (capturer == RED)], -1).reshape(B, -1)
+        clock = (p.max_ticks - s.tick).astype(F32)[:, None]
+        return np.concatenate([agents, points, s.extra["score"], clock], 1).astype(F32)
+
+
+def uniform_hash(key: np.ndarray, episode: np.ndarray, tick: np.ndarray, sender: np.ndarray,
+                 receiver: np.ndarray) -> np.ndarray:
+    """A uniform [0, 1) number for every (world key, episode, tick, sender, receiver), broadcast.
+
+    Counter-based (SplitMix64 finaliser over a packed counter): the same inputs always give
+    the same number, whatever else is in the batch.
+    """
+    u64 = np.uint64
+    counter = ((np.asarray(episode, u64) << u64(40)) ^ (np.asarray(tick, u64) << u64(10)))[:, None]
+    counter = counter ^ (np.asarray(sender, u64) << u64(5))[:, None] ^ np.asarray(receiver, u64)
+    z = np.asarray(key, u64)[:, None] + (counter + u64(1)) * u64(0x9E3779B97F4A7C15)
+    z ^= z >> u64(30)
+    z *= u64(0xBF58476D1CE4E5B9)
+    z ^= z >> u64(27)
+    z *= u64(0x94D049BB133111EB)
+    z ^= z >> u64(31)
+    return (z >> u64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def split_teams(tree: Any, agents_per_team: int) -> tuple[Any, Any]:
+    """Blue's and red's halves of (nested dicts of) arrays with an agent axis 1: (B, A, ...)."""
+    if isinstance(tree, dict):
+        halves = {k: split_teams(v, agents_per_team) for k, v in tree.items()}
+        return {k: v[0] for k, v in halves.items()}, {k: v[1] for k, v in halves.items()}
+    return tree[:, :agents_per_team], tree[:, agents_per_team:]
+
+
+def join_teams(blue: Any, red: Any) -> Any:
+    """The inverse of :func:`split_teams`: one batch of both teams' actions or observations."""
+    if isinstance(blue, dict):
+        return {k: join_teams(blue[k], red[k]) for k in blue}
+    return np.concatenate([np.asarray(blue), np.asarray(red)], axis=1)
+
+
+def make_scenario(params: TeamCaptureParams | None = None, agents_per_team: int | None = None,
+                  max_cycles: int | None = None, **kwargs) -> TeamCapture:
+    """The scenario for the PettingZoo-style arguments: ``max_cycles`` is ``max_ticks``."""
+    if agents_per_team is not None:
+        kwargs["agents_per_team"] = agents_per_team
+    if max_cycles is not None:
+        kwargs["max_ticks"] = max_cycles
+    return TeamCapture(params, **kwargs)
+
+
+def _check_no_render(render_mode: str | None) -> None:
+    if render_mode is not None:
+        raise ValueError(f"team_capture_v0 has no render modes; render_mode must be None, got {render_mode!r}")
+
+
+class TeamCaptureParallelEnv(ParallelEnv):
+    """One Team Capture world as a PettingZoo ``ParallelEnv`` (a batch of one of the core).
+
+    ``step`` takes a dict of structured actions by agent name; an agent missing from it
+    (or given ``None``) idles. A malformed action raises ``ValueError`` naming the agent
+    and the field; a bad value of the chosen tool gives that agent ``INVALID_PARAMS``.
+    """
+
+    metadata: dict[str, Any] = {"name": "team_capture_v0", "render_modes": [], "is_parallelizable": True}
+
+    def __init__(self, agents_per_team: int | None = None, max_cycles: int | None = None,
+                 render_mode: str | None = None, params: TeamCaptureParams | None = None, **kwargs):
+        _check_no_render(render_mode)
+        self.scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
+        self.render_mode = render_mode
+        self.possible_agents = list(self.scenario.possible_agents)
+        self.agents: list[str] = []
+        self.max_cycles = self.scenario.params.max_ticks
+        self.state_space = self.scenario.state_space
+        # one space object per agent, so that seeding one agent's space leaves the others alone
+        self._observation_spaces = {a: copy.deepcopy(self.scenario.observation_space) for a in self.possible_agents}
+        self._action_spaces = {a: copy.deepcopy(self.scenario.action_space) for a in self.possible_agents}
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.world = self.scenario.init_state(1)
+        self._rng: np.random.Generator | None = None
+
+    def observation_space(self, agent: str) -> spaces.Dict:
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Dict:
+        return self._action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None or self._rng is None:
+            self._rng, _ = seeding.np_random(seed)
+        self.scenario.reset(self.world, np.zeros(1, np.intp), [self._rng])
+        self.agents = self.possible_agents[:]
+        return self._observations(), self._infos()
+
+    def step(self, actions: Mapping[str, Any]):
+        if not self.agents:  # the episode is over: nobody left to act
+            return {}, {}, {}, {}, {}
+        reward, terminated, truncated = self.scenario.step(self.world, self._decode(actions))
+        observations, infos = self._observations(), self._infos()
+        rewards = {a: float(reward[0, self._index[a]]) for a in self.agents}
+        terminations = dict.fromkeys(self.agents, bool(terminated[0]))
+        truncations = dict.fromkeys(self.agents, bool(truncated[0]))
+        if terminated[0] or truncated[0]:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    def state(self) -> np.ndarray:
+        """The global view (``state_space``): positions, points, scores, ticks left."""
+        return self.scenario.global_state(self.world)[0]
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def _decode(self, actions: Mapping[str, Any]) -> ToolActions:
+        if not isinstance(actions, Mapping):
+            raise ValueError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
+        unknown = set(actions) - set(self.agents)
+        if unknown:
+            raise ValueError(f"actions for unknown or finished agents {sorted(unknown, key=str)}; "
+                             f"agents are {self.agents}")
+        joint = ToolActions.idle((1, self.scenario.num_agents))
+        for name, action in actions.items():
+            if action is None:
+                continue
+            try:
+                one = decode_actions(action, (1,), self.scenario.action_space, self.scenario.params, single=True)
+            except ValueError as err:
+                raise ValueError(f"{name}: {err}") from None
+            i = self._index[name]
+            for f in dataclasses.fields(ToolActions):
+                getattr(joint, f.name)[0, i] = getattr(one, f.name)[0, 0]
+        return joint
+
+    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
+        obs = self.scenario.observe(self.world)
+        return {a: {k: v[0, self._index[a]] for k, v in obs.items()} for a in self.agents}
+
+    def _infos(self) -> dict[str, dict[str, Any]]:
+        info = {k: v[0].item() for k, v in self.scenario.info(self.world).items()}
+        return {a: dict(info) for a in self.agents}
+
+
+class TeamCaptureVectorEnv(ArenaVectorEnv):
+    """Many Team Capture worlds stepped at once: every array is (B, A, ...), A = 2N agents.
+
+    Observations, rewards, terminated and truncated all carry the agent axis (every agent
+    of a world ends together); actions are the per-agent structured actions batched to
+    (B, A, ...). Agents are ordered as :attr:`agents` (blue, then red). Autoreset
+    (NEXT_STEP or SAME_STEP) and ``reset_mask`` work as in the single-agent vector envs;
+    info is per world.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int = 1, agents_per_team: int | None = None, max_cycles: int | None = None,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
+                 params: TeamCaptureParams | None = None, **kwargs):
+        _check_no_render(render_mode)
+        scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
+        super().__init__(scenario, num_envs, autoreset_mode=autoreset_mode, render_mode=render_mode)
+        A = scenario.num_agents
+        self.agents = list(scenario.possible_agents)
+        self.single_observation_space = batch_space(scenario.observation_space, A)
+        self.single_action_space = batch_space(scenario.action_space, A)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.state_space = batch_space(scenario.state_space, self.num_envs)
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, infos = super().step(actions)
+        A = self.scenario.num_agents
+        return obs, reward, np.repeat(terminated[:, None], A, 1), np.repeat(truncated[:, None], A, 1), infos
+
+    def global_state(self) -> np.ndarray:
+        """The global view of every world: (B, state size), see ``state_space``."""
+        return self.scenario.global_state(self.state)
+
+    def _decode(self, actions) -> ToolActions:
+        return decode_actions(actions, (self.num_envs, self.scenario.num_agents), self.scenario.action_space,
+                              self.scenario.params)
