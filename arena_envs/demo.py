@@ -1,84 +1,47 @@
-"""``make demo``: the scripted forager and a random agent on Foraging-v0, then the bench.
+"""``make demo``: PPO learns Foraging-v0 in a few minutes, then meets the random agent and the scripted forager.
 
-Each policy plays the same seeded episodes (one per world of a native batch); the
-scores table and the bench table are printed and written under ``runs/demo/``.
+1. ``arena-train Foraging-v0`` on the native batch for at most ``--minutes`` of wall time
+   (``runs/demo/ppo/``: model, checkpoints, CSV and TensorBoard logs);
+2. ``arena-eval`` on 200 held-out seeded worlds: the table (``eval.md``), the learning
+   curve (``learning_curve.png``) and one recorded episode (``rollout.gif``, ``rollout.jsonl``);
+3. the ``arena-bench`` table (``runs/demo/bench.md``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import shutil
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
-
-import arena_envs  # noqa: F401
 from arena_envs import bench
-from arena_envs.scripted import ScriptedForager
 
 ENV_ID = "arena_envs/Foraging-v0"
 
 
-def play(policy, episodes: int, seed: int, **env_kwargs) -> dict[str, np.ndarray]:
-    """Play one episode in each of ``episodes`` worlds seeded seed, seed+1, ...; per-episode results."""
-    envs = gym.make_vec(ENV_ID, num_envs=episodes, **env_kwargs)
-    obs, _ = envs.reset(seed=seed)
-    ret = np.zeros(episodes)
-    length = np.zeros(episodes, int)
-    result: dict[str, np.ndarray] = {}
-    running = np.ones(episodes, bool)
-    while running.any():
-        obs, reward, terminated, truncated, info = envs.step(policy(obs, envs))
-        ret += reward * running
-        length += running
-        done = running & (terminated | truncated)
-        for key in ("score", "resources_collected", "damage_taken"):
-            result.setdefault(key, np.zeros(episodes))[done] = info[key][done]
-        running &= ~done
-    envs.close()
-    return {"return": ret, "length": length, **result}
-
-
-def summary(name: str, r: dict[str, np.ndarray]) -> str:
-    return (f"| {name:<16} | {r['return'].mean():6.2f} ± {r['return'].std():5.2f} | "
-            f"{r['score'].mean():6.1f} ± {r['score'].std():5.1f} | {r['resources_collected'].mean():5.2f} | "
-            f"{r['damage_taken'].mean():6.1f} | {r['length'].mean():6.1f} |")
-
-
 def main(argv: list[str] | None = None) -> None:
+    from arena_envs.training.evaluate import evaluate
+    from arena_envs.training.train import train
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=5.0, help="training wall-time cap (default 5)")
+    parser.add_argument("--timesteps", type=int, default=3_000_000)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bench-seconds", type=float, default=1.0)
+    parser.add_argument("--bench-seconds", type=float, default=0.5)
     parser.add_argument("--out", default="runs/demo")
     args = parser.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "ppo", ignore_errors=True)  # a fresh run each time
 
-    forager = ScriptedForager()
-    rng = np.random.default_rng(args.seed)
-
-    def random_policy(obs, envs):
-        envs.action_space.seed(int(rng.integers(2**31)))
-        return envs.action_space.sample()
-
-    seeds = f"seeds {args.seed}..{args.seed + args.episodes - 1}"
-    lines = [f"Foraging-v0, {args.episodes} seeded episodes per row ({seeds})",
-             "", "| agent            | return          | score           | res.  | damage | length |",
-             "|------------------|-----------------|-----------------|-------|--------|--------|"]
-    results = {}
-    for layout in ("random", "classic"):
-        for name, policy in (("scripted", lambda obs, envs: forager.act(obs)), ("random", random_policy)):
-            r = play(policy, args.episodes, args.seed, layout=layout)
-            results[f"{layout}/{name}"] = {k: float(v.mean()) for k, v in r.items()}
-            lines.append(summary(f"{layout}/{name}", r))
-    table = "\n".join(lines)
-    print(table, "\n", flush=True)
+    print(f"== training PPO on {ENV_ID} (at most {args.minutes:g} min)", flush=True)
+    run = train([ENV_ID, "--timesteps", str(args.timesteps), "--seed", str(args.seed), "--out", str(out / "ppo"),
+                 "--max-minutes", str(args.minutes)])
+    print("\n== evaluating against the random agent and the scripted forager", flush=True)
+    evaluate([str(run), ENV_ID, "--episodes", str(args.episodes), "--rollout"])
+    print("\n== arena-bench", flush=True)
     rows = bench.main(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json")])
-    (out / "scores.md").write_text(table + "\n\n" + bench.format_table(rows) + "\n")
-    (out / "scores.json").write_text(json.dumps(results, indent=2))
-    print(f"\nwrote {out / 'scores.md'}, {out / 'scores.json'}, {out / 'bench.json'}")
+    (out / "bench.md").write_text(bench.format_table(rows) + "\n")
+    print(f"\nwrote {run}/eval.md, learning_curve.png, rollout.gif, rollout.jsonl and {out}/bench.md")
 
 
 if __name__ == "__main__":

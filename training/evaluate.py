@@ -1,0 +1,224 @@
+"""``arena-eval``: a trained model against the random agent and the scripted baseline.
+
+    arena-eval runs/foraging Foraging-v0 --episodes 200 --rollout
+    arena-eval scripted Foraging-v0 --episodes 200           # the baselines alone
+    arena-eval runs/team_capture team_capture_v0 --episodes 64
+
+Every agent plays the same K seeded worlds (one episode each, seeds ``--seed`` ...
+``--seed + K - 1``, held out from training's by default). In team capture every agent
+plays blue against each baseline team as red. The table (mean ± std of return, score,
+success and episode length) is printed and written to ``--out`` (default: the model's
+run directory, else ``runs/eval``) with:
+
+    eval.md, eval.json          the table
+    learning_curve.png          the run's curve over training, baselines as dashed lines
+    rollout.gif, rollout.jsonl  with --rollout: one episode of the first row, tick by tick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from arena_envs.training.common import agent_factory, full_env_id, is_team, load_config, play, policy, run_config
+from arena_envs.world import RESULT_CODES, TOOL_NAMES
+from arena_envs.wrappers.flatten import merge_agents
+from arena_envs.wrappers.sb3 import make_native
+
+BASELINES = ("random", "scripted")
+
+
+def model_path(spec: str) -> Path:
+    """A model's zip from a path to it or to its run directory."""
+    path = Path(spec)
+    if path.is_dir():
+        path = path / "model.zip"
+    if not path.exists():
+        raise FileNotFoundError(f"{spec} is neither {' nor '.join(BASELINES)} nor a model (.zip or run directory)")
+    return path
+
+
+def format_table(rows: dict[str, dict[str, np.ndarray]], title: str) -> str:
+    w = max(len("agent"), *(len(name) for name in rows))
+    lines = [title, "", f"| {'agent':<{w}} | return           | score          | success       | length        |",
+             f"|{'-' * (w + 2)}|------------------|----------------|---------------|---------------|"]
+    for name, r in rows.items():
+        lines.append(f"| {name:<{w}} | {r['return'].mean():7.2f} ± {r['return'].std():6.2f} "
+                     f"| {r['score'].mean():6.1f} ± {r['score'].std():5.1f} "
+                     f"| {100 * r['success'].mean():5.1f}% ± {100 * r['success'].std():3.0f} "
+                     f"| {r['length'].mean():5.0f} ± {r['length'].std():4.0f} |")
+    return "\n".join(lines)
+
+
+# What the learning curve shows: (progress column, axis label, the baselines' summary column)
+SINGLE_PANELS = (("rollout/score_mean", "episode score (last 100)", "score_mean"),
+                 ("rollout/ep_rew_mean", "episode return (last 100)", "return_mean"))
+TEAM_PANELS = (("eval/return_mean", "score difference vs scripted team", "return_mean"),
+               ("eval/score_mean", "team score vs scripted team", "score_mean"))
+
+
+def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], path: Path) -> Path | None:
+    """The run's progress*.csv plotted, one panel per (column, label, baseline key) of ``panels``,
+    with the baselines as dashed lines."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = []
+    for file in sorted(run.glob("progress*.csv")):
+        with file.open() as fh:
+            rows += [r for r in csv.DictReader(fh) if r.get(panels[0][0])]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: float(r["time/total_timesteps"]))
+    steps = np.array([float(r["time/total_timesteps"]) for r in rows])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, (column, label, key) in zip(axes, panels, strict=True):
+        ax.plot(steps, [float(r[column]) for r in rows], label="PPO")
+        for (name, values), colour in zip(baselines.items(), ("tab:red", "tab:green"), strict=False):
+            ax.axhline(values[key], ls="--", color=colour, label=f"{name} ({values[key]:.2f})")
+        ax.set_xlabel("env steps" if "rollout" in column else "agent steps")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    minutes = sum(_segment_seconds(f) for f in run.glob("progress*.csv")) / 60
+    axes[0].legend(loc="best")
+    fig.suptitle(f"{run.name}: PPO learning curve ({steps[-1]:,.0f} steps, {minutes:.1f} min of training)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _segment_seconds(file: Path) -> float:
+    import csv
+
+    with file.open() as fh:
+        times = [float(r["time/time_elapsed"]) for r in csv.DictReader(fh) if r.get("time/time_elapsed")]
+    return max(times, default=0.0)
+
+
+def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: dict[str, Any] | None = None,
+                   make_opponent=None, every: int = 2) -> tuple[Path, Path]:
+    """One episode in world ``seed`` (in team capture, ``make_agent``'s blue against
+    ``make_opponent``'s red): a GIF (every ``every``-th tick) and one JSON line per tick."""
+    from arena_envs.render import render_frame, save_gif
+
+    envs = make_native(env_id, 1, **(env_kwargs or {}))
+    native = envs.unwrapped
+    act = policy(envs, env_id, make_agent, make_opponent)
+    agents = len(getattr(native, "agents", ())) or None
+    obs, info = envs.reset(seed=seed)
+    frames = [render_frame(native.scenario, native.state, 0, pixels=256)]
+    lines = []
+    for tick in range(1, 100_000):
+        action = act(obs)
+        obs, reward, terminated, truncated, info = envs.step(action)
+        rows, agent_obs = merge_agents(action, agents), merge_agents(obs, agents)  # one row per agent
+        lines.append(json.dumps({
+            "tick": tick,
+            "agents": [{**_jsonable(rows, i), "result": RESULT_CODES[int(agent_obs["last_action"][i, 1])],
+                        "x": round(float(agent_obs["agent"][i, 0]), 2), "z": round(float(agent_obs["agent"][i, 1]), 2)}
+                       for i in range(len(rows["tool"]))],
+            "reward": np.round(np.ravel(reward), 4).tolist(),
+            "info": {k: round(float(v[0]), 3) for k, v in info.items() if not k.startswith("_")}}))
+        done = np.ravel(terminated | truncated)[0]
+        if tick % every == 0 or done:
+            frames.append(render_frame(native.scenario, native.state, 0, pixels=256))
+        if done:
+            break
+    envs.close()
+    (out / "rollout.jsonl").write_text("\n".join(lines) + "\n")
+    return save_gif(frames, out / "rollout.gif", fps=20), out / "rollout.jsonl"
+
+
+def _jsonable(actions: dict[str, Any], i: int) -> dict[str, Any]:
+    """Row ``i``'s tool and its parameters, from a batch of structured actions."""
+    tool = TOOL_NAMES[int(actions["tool"][i])]
+    params = actions.get(tool)  # the entry named after the tool (none for query_inventory and idle)
+    if isinstance(params, dict):
+        params = {k: np.asarray(v)[i].tolist() for k, v in params.items()}
+    elif params is not None:
+        params = np.asarray(params)[i].tolist()
+    return {"tool": tool, "params": params}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", metavar="MODEL_OR_BASELINE",
+                        help="a model (.zip or run directory from arena-train) or a baseline: random, scripted")
+    parser.add_argument("env", help="env id, e.g. Foraging-v0")
+    parser.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
+    parser.add_argument("--seed", type=int, default=10_000, help="seed of the first world (default 10000)")
+    parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")
+    parser.add_argument("--out", help="where to write (default: the model's run directory, else runs/eval)")
+    parser.add_argument("--rollout", action="store_true", help="also record one episode of the model")
+    return parser.parse_args(argv)
+
+
+def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Run ``arena-eval`` with these arguments; mean and std of every column, per agent (per
+    matchup, ``"<blue> vs <red>"``, in team capture)."""
+    args = parse_args(argv)
+    env_id = full_env_id(args.env)
+    torch.set_num_threads(1)  # small batches of a small MLP: more threads would only contend
+    is_model = args.model not in BASELINES
+    if is_model:
+        path = model_path(args.model)
+        env_kwargs = run_config(path).get("env_kwargs", {})
+        out = Path(args.out) if args.out else path.parent
+        names = {"ppo": str(path), **{b: b for b in BASELINES}}
+    else:
+        env_kwargs = load_config(env_id).get("env_kwargs", {})
+        out = Path(args.out or "runs/eval")
+        names = {b: b for b in sorted(BASELINES, key=lambda b: b != args.model)}
+    out.mkdir(parents=True, exist_ok=True)
+    # who plays against whom: alone, or every agent against each baseline team
+    matchups = ({f"{name} vs {rival}": (spec, rival) for name, spec in names.items() for rival in BASELINES}
+                if is_team(env_id) else {name: (spec, None) for name, spec in names.items()})
+
+    def factory(spec):
+        return agent_factory(spec, env_id, args.seed, not args.stochastic) if spec else None
+
+    results = {name: play(factory(spec), env_id, args.episodes, args.seed, env_kwargs, factory(rival))
+               for name, (spec, rival) in matchups.items()}
+    settings = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
+    title = (f"{env_id} ({settings}), {args.episodes} episodes per row, seeds {args.seed}.."
+             f"{args.seed + args.episodes - 1}" + (", stochastic policy" if args.stochastic else ""))
+    if is_team(env_id):
+        title += "\n(blue vs red; return = blue's score minus red's, score = blue's, success = blue wins)"
+    table = format_table(results, title)
+    print(table, flush=True)
+    summary = {name: {f"{k}_{stat}": float(getattr(v, stat)()) for k, v in r.items() for stat in ("mean", "std")}
+               for name, r in results.items()}
+    (out / "eval.md").write_text(table + "\n")
+    (out / "eval.json").write_text(json.dumps(summary, indent=2))
+    written = [out / "eval.md", out / "eval.json"]
+    if is_model:
+        if is_team(env_id):
+            curve = learning_curve(path.parent, TEAM_PANELS, {b: summary[f"{b} vs scripted"] for b in BASELINES},
+                                   out / "learning_curve.png")
+        else:
+            curve = learning_curve(path.parent, SINGLE_PANELS, {b: summary[b] for b in BASELINES},
+                                   out / "learning_curve.png")
+        written += [curve] if curve else []
+    if args.rollout:
+        spec, rival = next(iter(matchups.values()))
+        written += record_rollout(factory(spec), env_id, args.seed, out, env_kwargs, factory(rival or "scripted"))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    evaluate(argv)
+
+
+if __name__ == "__main__":
+    main()

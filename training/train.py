@@ -1,0 +1,223 @@
+"""``arena-train``: PPO (Stable-Baselines3) on an arena scenario, stepping the native numpy batch.
+
+    arena-train Foraging-v0 --timesteps 3000000 --n-envs 64 --seed 0 --out runs/foraging
+    arena-train Foraging-v0 --out runs/foraging --resume    # continue from the last checkpoint
+    arena-train team_capture_v0 --out runs/team_capture   # self-play: every agent is one SB3 env
+    arena-train Foraging-v0 --vec dummy --timesteps 300000 --out runs/dummy   # the speed reference
+
+The scenario's YAML config (``training/configs/<scenario>.yaml`` or ``--config``) sets the
+env, the flat encoding and PPO; the flags override it (in team capture ``--n-envs``
+counts worlds and ``--timesteps`` agent steps). Everything lands in ``--out``:
+
+    config.yaml       the resolved config (arena-eval rebuilds the encoding from it)
+    progress*.csv     one row per PPO update: SB3's metrics plus episode score and success
+                      (and eval/* rows of the periodic evaluation when the config asks for one)
+    tb/               the same for TensorBoard (tensorboard --logdir runs)
+    checkpoints/      ppo_<steps>_steps.zip and the VecNormalize statistics beside it
+    model.zip         the final policy; vecnormalize.pkl; speed.json (steps/s, env share)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
+from stable_baselines3.common.logger import Logger, make_output_format
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+from arena_envs.training.common import (
+    ModelAgent,
+    VecEnvTimer,
+    agent_factory,
+    load_config,
+    make_vec_env,
+    play,
+    scenario_name,
+    success,
+)
+from arena_envs.wrappers.flatten import FlatEncoding
+
+
+class EpisodeStats(BaseCallback):
+    """Logs the mean score and success rate of the last 100 episodes with each PPO update."""
+
+    def __init__(self, env_id: str):
+        super().__init__()
+        self.env_id = env_id
+        self.scores: deque[float] = deque(maxlen=100)
+        self.successes: deque[float] = deque(maxlen=100)
+
+    def _on_step(self) -> bool:
+        for i in np.flatnonzero(self.locals["dones"]):
+            info = self.locals["infos"][i]
+            if "score" not in info:  # team capture: the periodic evaluation tells how it goes
+                continue
+            self.scores.append(info["score"])
+            self.successes.append(float(success(self.env_id, {k: np.asarray([v]) for k, v in info.items()})[0]))
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.scores:
+            self.logger.record("rollout/score_mean", float(np.mean(self.scores)))
+            self.logger.record("rollout/success_rate", float(np.mean(self.successes)))
+
+
+class PeriodicEval(BaseCallback):
+    """Every ``every`` steps, the deterministic policy plays ``episodes`` held-out worlds (as blue
+    against ``opponent`` in team capture); logs eval/return_mean, eval/score_mean, eval/success_rate."""
+
+    def __init__(self, config: dict, every: int, episodes: int, opponent: str = "scripted", seed: int = 10_000):
+        super().__init__()
+        self.config, self.every, self.episodes, self.opponent, self.seed = config, every, episodes, opponent, seed
+        self.next = 0
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.next:
+            self.next = self.num_timesteps + self.every
+            env_id = self.config["env_id"]
+
+            def make_agent(envs):
+                return ModelAgent(self.model, FlatEncoding.for_env(envs, **self.config.get("encoding", {})))
+
+            result = play(make_agent, env_id, self.episodes, self.seed, self.config.get("env_kwargs", {}),
+                          agent_factory(self.opponent, env_id, self.seed))
+            for key in ("return", "score", "success"):
+                self.logger.record(f"eval/{key}_{'rate' if key == 'success' else 'mean'}", float(result[key].mean()))
+        return True
+
+
+class WallClockLimit(BaseCallback):
+    """Stops training after ``minutes`` of wall time."""
+
+    def __init__(self, minutes: float):
+        super().__init__()
+        self.deadline = time.monotonic() + 60 * minutes
+
+    def _on_step(self) -> bool:
+        return time.monotonic() < self.deadline
+
+
+def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    """The checkpoint with the most timesteps in ``folder``, and its timesteps."""
+    found = [(int(m.group(1)), p) for p in folder.glob("ppo_*_steps.zip")
+             if (m := re.fullmatch(r"ppo_(\d+)_steps\.zip", p.name))]
+    if not found:
+        return None
+    steps, path = max(found)
+    return path, steps
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="arena-train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("env", help="env id, e.g. Foraging-v0 or arena_envs/Foraging-v0")
+    parser.add_argument("--timesteps", type=int, help="total env steps (default: the config's)")
+    parser.add_argument("--n-envs", type=int, help="worlds in the batch (default: the config's)")
+    parser.add_argument("--seed", type=int, help="seed of the run: world i of the batch starts from seed + i")
+    parser.add_argument("--out", default=None, help="run directory (default runs/<scenario>)")
+    parser.add_argument("--config", help="YAML config to use instead of the scenario's")
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    parser.add_argument("--max-minutes", type=float, help="stop after this much wall time")
+    parser.add_argument("--vec", choices=("native", "dummy"), default="native",
+                        help="native batch (default) or a DummyVecEnv of single envs, to compare speed")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--verbose", type=int, default=0, help="1 prints SB3's table after each update")
+    return parser.parse_args(argv)
+
+
+def train(argv: list[str] | None = None) -> Path:
+    """Run ``arena-train`` with these arguments; the run directory."""
+    args = parse_args(argv)
+
+    # 1. the config: the scenario's YAML, the flags on top; a resumed run keeps its own
+    config = load_config(args.env, args.config)
+    out = Path(args.out or f"runs/{scenario_name(config['env_id'])}")
+    checkpoints = out / "checkpoints"
+    resume = latest_checkpoint(checkpoints)
+    if resume and not args.resume:
+        raise SystemExit(f"{out} holds a run already: pass --resume to continue it, or choose another --out")
+    if args.resume and resume is None:
+        print(f"no checkpoint in {checkpoints}: starting a new run")
+    if resume:
+        config = yaml.safe_load((out / "config.yaml").read_text())
+    for key in ("timesteps", "n_envs", "seed"):
+        if getattr(args, key) is not None:
+            config[key] = getattr(args, key)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    # 2. seeds and threads: torch runs on the CPU, one thread by default; on a shared machine, more
+    #    threads than free cores leave OpenMP spinning and training slows down many times over
+    torch.set_num_threads(config.get("torch_threads", 1))
+    set_random_seed(config["seed"])
+
+    # 3. envs: the native batch, timed, with episode statistics and normalised rewards
+    timer = VecEnvTimer(make_vec_env(config, config["n_envs"], vec=args.vec))
+    venv = VecMonitor(timer)
+    if config.get("normalize_reward", False):
+        saved = resume and checkpoints / f"ppo_vecnormalize_{resume[1]}_steps.pkl"
+        if saved and saved.exists():
+            venv = VecNormalize.load(str(saved), venv)
+        else:
+            venv = VecNormalize(venv, norm_obs=False, gamma=config["ppo"].get("gamma", 0.99))
+
+    # 4. the model: fresh, or the latest checkpoint
+    if resume:
+        model = PPO.load(resume[0], env=venv, device="cpu")
+        print(f"resuming from {resume[0]} ({resume[1]:,} steps)")
+    else:
+        model = PPO(config.get("policy", "MlpPolicy"), venv, seed=config["seed"], device="cpu",
+                    policy_kwargs=config.get("policy_kwargs"), **config.get("ppo", {}))
+    suffix = f"-from-{model.num_timesteps}" if resume else ""
+    formats = [make_output_format("csv", str(out), suffix), make_output_format("tensorboard", str(out / "tb"))]
+    if args.verbose:
+        formats.append(make_output_format("stdout", str(out)))
+    model.set_logger(Logger(str(out), formats))
+
+    # 5. learn, checkpointing as we go
+    callbacks = [EpisodeStats(config["env_id"]),
+                 CheckpointCallback(max(config.get("checkpoint_every", 500_000) // config["n_envs"], 1),
+                                    str(checkpoints), name_prefix="ppo", save_vecnormalize=True)]
+    if config.get("eval_every"):
+        callbacks.append(PeriodicEval(config, config["eval_every"], config.get("eval_episodes", 32)))
+    if args.max_minutes:
+        callbacks.append(WallClockLimit(args.max_minutes))
+    start_steps, start = model.num_timesteps, time.perf_counter()
+    model.learn(max(config["timesteps"] - model.num_timesteps, 0), callback=callbacks,
+                progress_bar=not args.no_progress, reset_num_timesteps=not resume)
+    seconds = time.perf_counter() - start
+
+    # 6. the final model (also as the last checkpoint, for --resume) and how fast it went
+    for path in (out / "model.zip", checkpoints / f"ppo_{model.num_timesteps}_steps.zip"):
+        model.save(path)
+    if isinstance(venv, VecNormalize):
+        for path in (out / "vecnormalize.pkl", checkpoints / f"ppo_vecnormalize_{model.num_timesteps}_steps.pkl"):
+            venv.save(str(path))
+    steps, seconds = model.num_timesteps - start_steps, max(seconds, 1e-9)
+    speed = {"vec": args.vec, "n_envs": config["n_envs"], "timesteps": model.num_timesteps, "seconds": seconds,
+             "steps_per_s": steps / seconds, "env_share": timer.seconds / seconds,
+             "torch_threads": torch.get_num_threads()}
+    (out / "speed.json").write_text(json.dumps(speed, indent=2))
+    scores = callbacks[0].scores
+    recent = f"last {len(scores)} episodes score {np.mean(scores):.1f}; " if scores else ""
+    print(f"{steps:,} steps in {seconds:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
+          f"{100 * speed['env_share']:.0f}% of the time in the env; {recent}wrote {out}")
+    venv.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    train(argv)
+
+
+if __name__ == "__main__":
+    main()
