@@ -201,7 +201,8 @@ def format_table(rows: list[tuple[str, float, str]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
+def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
+    """Measure the sections named in ``argv``, print the table and return its rows."""
     parser = argparse.ArgumentParser(prog="arena-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per row (default 2)")
     parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default all)")
@@ -215,6 +216,11 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
         with open(args.json, "w") as fh:
             json.dump([{"row": n, "rate": r, "unit": u} for n, r, u in rows], fh, indent=2)
     return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``arena-bench`` console script (returns nothing, so the exit status is 0)."""
+    run(argv)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n== evaluating against the random agent and the scripted forager", flush=True)
     evaluate([str(run), ENV_ID, "--episodes", str(args.episodes), "--rollout"])
     print("\n== arena-bench", flush=True)
-    rows = bench.main(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json")])
+    rows = bench.run(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json")])
     (out / "bench.md").write_text(bench.format_table(rows) + "\n")
     print(f"\nwrote {run}/eval.md, learning_curve.png, rollout.gif, rollout.jsonl and {out}/bench.md")
 

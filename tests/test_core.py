@@ -1,5 +1,9 @@
 """The shared core: active-mask stepping, the scripted forager, the bench CLI."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 
@@ -70,12 +74,19 @@ def test_scripted_forager_clears_most_random_worlds_in_a_batch():
 
 
 def test_bench_prints_a_table_with_ratios(capsys):
-    rows = bench.main(["--seconds", "0.01", "--only", "reference"])
+    rows = bench.run(["--seconds", "0.01", "--only", "reference"])
     assert rows and rows[0][1] > 0
     table = bench.format_table([("Foraging native batch B=4096", 10.0, "env-steps/s"),
                                 ("Foraging SyncVectorEnv of 64 single envs", 2.0, "env-steps/s")])
     assert "5x" in table
     assert "CartPole" in capsys.readouterr().out
+
+
+def test_arena_bench_console_script_exits_zero():
+    script = Path(sys.executable).with_name("arena-bench")
+    done = subprocess.run([str(script), "--seconds", "0.01", "--only", "reference"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "CartPole" in done.stdout
 
 
 def test_foraging_params_reject_nonsense():

@@ -162,7 +162,7 @@ def test_render_draws_the_three_stations():
 def test_bench_has_crafting_rows_and_their_ratio_to_cartpole(capsys):
     from arena_envs import bench
 
-    rows = bench.main(["--seconds", "0.01", "--only", "crafting", "reference"])
+    rows = bench.run(["--seconds", "0.01", "--only", "crafting", "reference"])
     names = [name for name, _, _ in rows]
     assert names[:5] == [f"Crafting native batch B={b}" for b in (1, 64, 1024, 4096)] + [
         "Crafting single env (gym.make)"]
