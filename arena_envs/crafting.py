@@ -88,6 +88,13 @@ intermediates one goal needs): a torch costs 2, a second iron ingot 2. Also
 ``goal_crafted``, ``items_crafted``, ``craft_attempts``, ``recipe_efficiency``,
 ``waste``, ``resources_collected``.
 
+## Rendering
+
+``render_mode="rgb_array"``: stations are labelled squares with a mark of their type's
+colour; the one being worked at gets an outline, the recipe's name and a progress bar;
+the inventory is listed top left; the status line shows tick, score, health and the craft
+in progress (ticks done of the recipe's).
+
 ## Arguments
 
 ``layout="classic"`` (the Agent Arena scene: Anvil (5, −5), Furnace (5, 0), Workbench
@@ -113,6 +120,7 @@ from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
 from arena_envs.envs import ArenaEnv, ArenaVectorEnv, step_subset
+from arena_envs.render import INK, Canvas, default_status
 from arena_envs.world import (
     CRAFT,
     F32,
@@ -177,6 +185,7 @@ CLASSIC_RESOURCES = (
 CLASSIC_SPAWN = (0.0, 10.0)
 
 CANDIDATES = 16  # placement tries per entity in the random layout
+CRAFTING_COLOUR = (200, 130, 0)  # a station in use, and the craft's progress
 STATION_SPACING = 6.0  # random stations keep this far apart, so that each has its own spot
 
 
@@ -523,6 +532,31 @@ class Crafting:
         goal_made = (inventory[:, self.goal_item] > 0) | (making == self.goal_item)
         useful = np.where(goal_made, self._goal_value, useful)
         return np.maximum(s.extra["raw_spent"] - useful, F32(0))
+
+    # -- rendering (hooks of arena_envs.render.render_frame) ---------------------------------
+
+    def draw_extras(self, canvas: Canvas, s: WorldState, world: int) -> None:
+        """A station in use gets an outline, the recipe's name and a bar of the craft's progress;
+        the inventory is listed in the map's top-left corner."""
+        for a in np.flatnonzero(s.craft_left[world] > 0):
+            recipe = self.params.recipes[s.craft_recipe[world, a]]
+            station = self.slots.st.start + s.craft_station[world, a]
+            x, z = s.ent_x[world, station], s.ent_z[world, station]
+            canvas.square(x, z, 1.5, CRAFTING_COLOUR, ring=0.35)
+            canvas.bar(x, z - 2.2, 4.0, 1 - s.craft_left[world, a] / recipe.ticks, CRAFTING_COLOUR)
+            canvas.label(x, z - 3.5, recipe.name)
+        held = [f"{name} {n}" for name, n in zip(self.params.item_names, s.inventory[world, 0], strict=True) if n]
+        for row, line in enumerate(["inventory:", *held] if held else []):
+            canvas.write(line, 4 + 12 * row, 4)
+
+    def status_line(self, s: WorldState, world: int) -> list[tuple[str, tuple[int, int, int]]]:
+        """Tick, score and health, then the craft in progress and its ticks done of the recipe's."""
+        pieces = [(default_status(self, s, world), INK)]
+        if s.craft_left[world, 0] > 0:
+            recipe = self.params.recipes[s.craft_recipe[world, 0]]
+            done = recipe.ticks - s.craft_left[world, 0]
+            pieces.append((f"  {recipe.name} {done}/{recipe.ticks}", CRAFTING_COLOUR))
+        return pieces
 
     def _craftable(self, inventory: np.ndarray) -> np.ndarray:
         craftable = np.empty((len(inventory), self.recipes.size), F32)

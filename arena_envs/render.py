@@ -1,10 +1,15 @@
 """Top-down frames of a world, drawn with numpy (no window, no display), and GIF export.
 
 ``render_frame(scenario, state, world)`` draws one world of a batch as an ``(H, W, 3)``
-uint8 image: obstacles (trees, rocks, bushes), resources by type, hazards, stations,
-agents with their movement target and perception radius, and a status line (tick,
-score, health). Scenarios with more to show (capture zones) add it through an optional
-``draw_extras(canvas, state, world)`` method.
+uint8 image: obstacles (trees, rocks, bushes), resources by type, hazards, stations by
+type, agents with their movement target and perception radius, and a status line (tick,
+score, health). A scenario can add to it through optional methods:
+
+* ``draw_extras(canvas, state, world)`` draws what only it has (capture zones, the
+  station being worked at), under the agents;
+* ``status_line(state, world)`` replaces the status line: a string, or a sequence of
+  ``(text, colour)`` pieces written one after another;
+* ``view_radius``, when the radius of the perception ring is not ``params.perception_radius``.
 """
 
 from __future__ import annotations
@@ -16,23 +21,55 @@ import numpy as np
 
 from arena_envs.world import HAZARD_TYPES, OBSTACLE_KINDS
 
+Colour = tuple[int, int, int]
+
 BACKGROUND = (226, 221, 196)
+INK = (20, 20, 20)
 OBSTACLE_COLOURS = {"tree": (46, 110, 52), "rock": (128, 128, 128), "bush": (96, 160, 80)}
 RESOURCE_COLOURS = {"berry": (200, 30, 60), "wood": (140, 90, 40), "stone": (90, 90, 110),
                     "iron_ore": (170, 100, 80), "coal": (30, 30, 30)}
 HAZARD_COLOURS = {"pit": (40, 30, 30), "fire": (240, 120, 20)}
-STATION_COLOUR = (70, 70, 160)
+STATION_COLOUR = (70, 70, 160)  # every station's body; its type shows in the middle
+STATION_TYPE_COLOURS = {"anvil": (190, 195, 205), "furnace": (245, 110, 30), "workbench": (190, 140, 80)}
 TEAM_COLOURS = ((40, 90, 220), (220, 50, 50))
+NEUTRAL_COLOUR = (120, 120, 120)
 STATUS_HEIGHT = 14
 
-# 3x5 glyphs for the status line: rows of 3 bits, top to bottom
-GLYPHS = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001010010010",
-    "8": "111101111101111", "9": "111101111001111", ":": "000010000010000", " ": "000000000000000",
-    "T": "111010010010010", "S": "111100111001111", "H": "101101111101101", ".": "000000000000010",
-    "-": "000000111000000",
+# A 3x5 font: five rows of three pixels each, top to bottom ("#" is ink).
+FONT = {
+    "0": "### #.# #.# #.# ###", "1": ".#. ##. .#. .#. ###", "2": "### ..# ### #.. ###",
+    "3": "### ..# ### ..# ###", "4": "#.# #.# ### ..# ..#", "5": "### #.. ### ..# ###",
+    "6": "### #.. ### #.# ###", "7": "### ..# .#. .#. .#.", "8": "### #.# ### #.# ###",
+    "9": "### #.# ### ..# ###",
+    "A": ".#. #.# ### #.# #.#", "B": "##. #.# ##. #.# ##.", "C": ".## #.. #.. #.. .##",
+    "D": "##. #.# #.# #.# ##.", "E": "### #.. ##. #.. ###", "F": "### #.. ##. #.. #..",
+    "G": ".## #.. #.# #.# .##", "H": "#.# #.# ### #.# #.#", "I": "### .#. .#. .#. ###",
+    "J": "..# ..# ..# #.# .#.", "K": "#.# #.# ##. #.# #.#", "L": "#.. #.. #.. #.. ###",
+    "M": "#.# ### ### #.# #.#", "N": "##. #.# #.# #.# #.#", "O": ".#. #.# #.# #.# .#.",
+    "P": "##. #.# ##. #.. #..", "Q": ".#. #.# #.# ##. .##", "R": "##. #.# ##. #.# #.#",
+    "S": ".## #.. .#. ..# ##.", "T": "### .#. .#. .#. .#.", "U": "#.# #.# #.# #.# ###",
+    "V": "#.# #.# #.# #.# .#.", "W": "#.# #.# ### ### #.#", "X": "#.# #.# .#. #.# #.#",
+    "Y": "#.# #.# .#. .#. .#.", "Z": "### ..# .#. #.. ###",
+    " ": "... ... ... ... ...", ":": "... .#. ... .#. ...", ".": "... ... ... ... .#.",
+    "-": "... ... ### ... ...", "_": "... ... ... ... ###", "/": "..# ..# .#. #.. #..",
+    "+": "... .#. ### .#. ...", "%": "#.# ..# .#. #.. #.#", "(": ".#. #.. #.. #.. .#.",
+    ")": ".#. ..# ..# ..# .#.",
 }
+GLYPH_SCALE = 2  # font pixels are drawn 2x2: a character is 6x10 pixels
+ADVANCE = 4 * GLYPH_SCALE  # from one character to the next: its width and a gap
+
+
+def _glyph(ch: str) -> np.ndarray | None:
+    rows = FONT.get(ch) or FONT.get(ch.upper())
+    if rows is None:
+        return None
+    bits = np.array([[c == "#" for c in row] for row in rows.split()], bool)
+    return np.kron(bits, np.ones((GLYPH_SCALE, GLYPH_SCALE), bool))
+
+
+def text_width(message: str) -> int:
+    """Pixels that ``message`` takes in the built-in font."""
+    return ADVANCE * len(message)
 
 
 class Canvas:
@@ -56,8 +93,12 @@ class Canvas:
             mask &= d2 >= (radius - ring) ** 2
         self.image[: self.pixels][mask] = colour
 
-    def square(self, x: float, z: float, half: float, colour) -> None:
-        mask = (np.abs(self.gx - x) <= half) & (np.abs(self.gz - z) <= half)
+    def square(self, x: float, z: float, half: float, colour, ring: float = 0.0) -> None:
+        """A filled square, or its outline ``ring`` world units thick when ring > 0."""
+        dx, dz = np.abs(self.gx - x), np.abs(self.gz - z)
+        mask = (dx <= half) & (dz <= half)
+        if ring:
+            mask &= (dx >= half - ring) | (dz >= half - ring)
         self.image[: self.pixels][mask] = colour
 
     def line(self, x0: float, z0: float, x1: float, z1: float, colour) -> None:
@@ -67,19 +108,54 @@ class Canvas:
         keep = (px >= 0) & (px < self.pixels) & (pz >= 0) & (pz < self.pixels)
         self.image[pz[keep], px[keep]] = colour
 
-    def text(self, message: str, row: int = 4, column: int = 4, colour=(20, 20, 20)) -> None:
-        """Write ``message`` with the built-in 3x5 font (unknown characters are skipped)."""
-        for ch in message.upper():
-            glyph = GLYPHS.get(ch)
-            if glyph is None:
-                continue
-            bits = np.array([int(b) for b in glyph], bool).reshape(5, 3)
-            block = np.kron(bits, np.ones((2, 2), bool))  # 2x scale: 6x10 pixels
-            top, left = self.pixels + row - 2, column
-            if left + 6 > self.image.shape[1]:
-                return
-            self.image[top:top + 10, left:left + 6][block] = colour
-            column += 8
+    def wedge(self, x: float, z: float, radius: float, fraction: float, colour) -> None:
+        """The part of a disc swept clockwise from twelve o'clock through ``fraction`` of a turn."""
+        if fraction <= 0:
+            return
+        dx, dz = self.gx - x, self.gz - z
+        angle = np.arctan2(dx, -dz) % (2 * np.pi)  # 0 straight up, growing clockwise on screen
+        mask = (dx * dx + dz * dz <= radius**2) & (angle <= fraction * 2 * np.pi)
+        self.image[: self.pixels][mask] = colour
+
+    def bar(self, x: float, z: float, width: float, fraction: float, colour) -> None:
+        """A horizontal progress bar centred on (x, z): ``fraction`` of it filled, the rest light."""
+        half_height = 2.5 / self.scale
+        left, right = x - width / 2, x + width / 2
+        rows = np.abs(self.gz - z) <= half_height
+        inside = rows & (self.gx >= left) & (self.gx <= right)
+        filled = inside & (self.gx <= left + width * float(np.clip(fraction, 0, 1)))
+        self.image[: self.pixels][inside] = (245, 245, 245)
+        self.image[: self.pixels][filled] = colour
+
+    def write(self, message: str, top: int, left: int, colour=INK) -> int:
+        """Write ``message`` with its top-left corner at pixel (top, left); characters that do not
+        fit are clipped, unknown ones skipped. Returns the column after the last character."""
+        height, width = self.image.shape[:2]
+        for ch in message:
+            glyph = _glyph(ch)
+            if glyph is not None:
+                h, w = glyph.shape
+                r0, r1, c0, c1 = max(top, 0), min(top + h, height), max(left, 0), min(left + w, width)
+                if r0 < r1 and c0 < c1:
+                    self.image[r0:r1, c0:c1][glyph[r0 - top:r1 - top, c0 - left:c1 - left]] = colour
+            left += ADVANCE
+        return left
+
+    def label(self, x: float, z: float, message: str, colour=INK) -> None:
+        """``message`` centred on the world point (x, z), on the map."""
+        row, column = int((z + self.half) * self.scale), int((x + self.half) * self.scale)
+        self.write(message, min(row - 5, self.pixels - 10), column - text_width(message) // 2 + 1, colour)
+
+    def text(self, message: str, row: int = 4, column: int = 4, colour=INK) -> int:
+        """Write ``message`` on the status line below the map; returns the column after it."""
+        return self.write(message, self.pixels + row - 2, column, colour)
+
+
+def default_status(scenario, state, world: int = 0) -> str:
+    """Tick, the scenario's ``score`` info and the first agent's health."""
+    info = scenario.info(state)
+    score = float(info["score"][world]) if "score" in info else 0.0
+    return f"T:{int(state.tick[world])} S:{score:.0f} H:{float(state.health[world, 0]):.0f}"
 
 
 def render_frame(scenario, state, world: int = 0, pixels: int = 384) -> np.ndarray:
@@ -98,24 +174,37 @@ def render_frame(scenario, state, world: int = 0, pixels: int = 384) -> np.ndarr
                                  strict=True):
         if alive:
             canvas.disc(x, z, 0.6, RESOURCE_COLOURS.get(p.resource_types[kind], (200, 0, 200)))
-    for x, z, alive in zip(s.ent_x[b, slots.st], s.ent_z[b, slots.st], s.ent_alive[b, slots.st], strict=True):
+    for x, z, kind, alive in zip(s.ent_x[b, slots.st], s.ent_z[b, slots.st], s.ent_kind[b, slots.st],
+                                 s.ent_alive[b, slots.st], strict=True):
         if alive:
             canvas.square(x, z, 1.0, STATION_COLOUR)
+            name = p.station_types[kind] if kind < len(p.station_types) else ""
+            canvas.square(x, z, 0.45, STATION_TYPE_COLOURS.get(name, (255, 255, 255)))
+            canvas.label(x, z + 2.0, name)
     if hasattr(scenario, "draw_extras"):
         scenario.draw_extras(canvas, state, b)
-    team = s.extra.get("team")
+    team = getattr(scenario, "team", None)  # (A,) team of each agent, when there are teams
+    view_radius = getattr(scenario, "view_radius", p.perception_radius)
     for a in range(s.x.shape[1]):
-        colour = TEAM_COLOURS[int(team[b, a]) if team is not None else 0]
+        colour = TEAM_COLOURS[int(team[a]) if team is not None else 0]
         x, z = s.x[b, a], s.z[b, a]
-        canvas.disc(x, z, p.perception_radius, tuple(int(c * 0.5 + 128) for c in colour), ring=0.12)
+        canvas.disc(x, z, view_radius, lighter(colour, 0.6), ring=0.12)
         if s.moving[b, a]:
             canvas.line(x, z, s.target_x[b, a], s.target_z[b, a], colour)
             canvas.disc(s.target_x[b, a], s.target_z[b, a], 0.3, colour)
-        canvas.disc(x, z, p.agent_radius + 0.2, colour if s.alive[b, a] else (60, 60, 60))
-    info = scenario.info(state)
-    score = float(info["score"][b]) if "score" in info else 0.0
-    canvas.text(f"T:{int(s.tick[b])} S:{score:.0f} H:{float(s.health[b, 0]):.0f}")
+        radius = max(p.agent_radius + 0.2, 4.5 / canvas.scale)  # big enough to see on a large field
+        canvas.disc(x, z, radius + 1.5 / canvas.scale, (255, 255, 255))  # an outline, to stand out on any zone
+        canvas.disc(x, z, radius, colour if s.alive[b, a] else (60, 60, 60))
+    status = scenario.status_line(state, b) if hasattr(scenario, "status_line") else default_status(scenario, state, b)
+    column = 4
+    for message, colour in [(status, INK)] if isinstance(status, str) else status:
+        column = canvas.text(message, column=column, colour=colour)
     return canvas.image
+
+
+def lighter(colour: Colour, amount: float = 0.5) -> Colour:
+    """``colour`` mixed with white: ``amount`` 0 keeps it, 1 gives white."""
+    return tuple(int(c + (255 - c) * amount) for c in colour)
 
 
 def tile(frames: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:

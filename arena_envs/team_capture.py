@@ -79,6 +79,14 @@ Every agent terminates when a team reaches ``win_score``; every agent truncates 
 
 ``blue_score``, ``red_score``, ``blue_points``, ``red_points`` (points owned).
 
+## Rendering
+
+``render_mode="rgb_array"`` (every form; the vector env tiles its first four worlds): the
+field from above, capture zones filled and ringed in the owner's colour (grey while
+neutral) with the capture in progress as a wedge of the capturing team's colour sweeping
+clockwise, agents in their team's colour with their movement target and a ring at
+``enemy_radius``, and a status line with the tick and both scores.
+
 ## Arguments
 
 ``agents_per_team``, ``capture_points``, ``capture_radius``, ``capture_ticks``,
@@ -111,7 +119,8 @@ from gymnasium.vector.utils import batch_space
 from pettingzoo import ParallelEnv
 
 from arena_envs.actions import decode_actions, tool_action_space
-from arena_envs.envs import ArenaVectorEnv, step_subset
+from arena_envs.envs import ArenaVectorEnv, _check_render_mode, step_subset
+from arena_envs.render import INK, NEUTRAL_COLOUR, TEAM_COLOURS, Canvas, lighter, render_frame
 from arena_envs.world import (
     F32,
     FAR,
@@ -532,6 +541,34 @@ class TeamCapture:
         clock = (p.max_ticks - s.tick).astype(F32)[:, None]
         return np.concatenate([agents, points, s.extra["score"], clock], 1).astype(F32)
 
+    # -- rendering (hooks of arena_envs.render.render_frame) ---------------------------------
+
+    @property
+    def view_radius(self) -> float:
+        """The perception ring drawn around each agent: how far it sees enemies."""
+        return self.params.enemy_radius
+
+    def draw_extras(self, canvas: Canvas, s: WorldState, world: int) -> None:
+        """Capture zones: filled and ringed in the owner's colour (grey while neutral), the
+        capture in progress as a wedge of the capturing team's colour that sweeps clockwise
+        from twelve o'clock to a full disc when the point flips, and each point's name."""
+        p = self.params
+        owner, capturer, progress = (s.extra[k][world] for k in ("point_owner", "point_capturer", "point_progress"))
+        for x, z, name, held_by, taken_by, ticks in zip(self.point_x, self.point_z, p.point_names, owner, capturer,
+                                                        progress, strict=True):
+            colour = NEUTRAL_COLOUR if held_by == NEUTRAL else TEAM_COLOURS[held_by]
+            canvas.disc(x, z, p.capture_radius, lighter(colour, 0.7))
+            if taken_by != NEUTRAL:
+                canvas.wedge(x, z, p.capture_radius, ticks / p.capture_ticks, lighter(TEAM_COLOURS[taken_by], 0.3))
+            canvas.disc(x, z, p.capture_radius, colour, ring=0.5)
+            canvas.label(x, z - p.capture_radius - 1.5, name.upper())
+
+    def status_line(self, s: WorldState, world: int) -> list[tuple[str, tuple[int, int, int]]]:
+        """Tick, then each team's score in its colour."""
+        score = s.extra["score"][world]
+        return [(f"T:{int(s.tick[world])}", INK), (f"  BLUE {score[BLUE]:.0f}", TEAM_COLOURS[BLUE]),
+                (f"  RED {score[RED]:.0f}", TEAM_COLOURS[RED])]
+
 
 def uniform_hash(key: np.ndarray, episode: np.ndarray, tick: np.ndarray, sender: np.ndarray,
                  receiver: np.ndarray) -> np.ndarray:
@@ -577,11 +614,6 @@ def make_scenario(params: TeamCaptureParams | None = None, agents_per_team: int 
     return TeamCapture(params, **kwargs)
 
 
-def _check_no_render(render_mode: str | None) -> None:
-    if render_mode is not None:
-        raise ValueError(f"team_capture_v0 has no render modes; render_mode must be None, got {render_mode!r}")
-
-
 class TeamCaptureParallelEnv(ParallelEnv):
     """One Team Capture world as a PettingZoo ``ParallelEnv`` (a batch of one of the core).
 
@@ -590,11 +622,12 @@ class TeamCaptureParallelEnv(ParallelEnv):
     and the field; a bad value of the chosen tool gives that agent ``INVALID_PARAMS``.
     """
 
-    metadata: dict[str, Any] = {"name": "team_capture_v0", "render_modes": [], "is_parallelizable": True}
+    metadata: dict[str, Any] = {"name": "team_capture_v0", "render_modes": ["rgb_array"], "render_fps": 10,
+                                "is_parallelizable": True}
 
     def __init__(self, agents_per_team: int | None = None, max_cycles: int | None = None,
                  render_mode: str | None = None, params: TeamCaptureParams | None = None, **kwargs):
-        _check_no_render(render_mode)
+        _check_render_mode(render_mode, self.metadata)
         self.scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
         self.render_mode = render_mode
         self.possible_agents = list(self.scenario.possible_agents)
@@ -624,7 +657,13 @@ class TeamCaptureParallelEnv(ParallelEnv):
     def step(self, actions: Mapping[str, Any]):
         if not self.agents:  # the episode is over: nobody left to act
             return {}, {}, {}, {}, {}
-        reward, terminated, truncated = self.scenario.step(self.world, self._decode(actions))
+        return self.step_tools(self._decode(actions))
+
+    def step_tools(self, actions: ToolActions):
+        """Step with already decoded actions (arrays (1, A)): the entry of the tool-calling layer."""
+        if not self.agents:
+            return {}, {}, {}, {}, {}
+        reward, terminated, truncated = self.scenario.step(self.world, actions)
         observations, infos = self._observations(), self._infos()
         rewards = {a: float(reward[0, self._index[a]]) for a in self.agents}
         terminations = dict.fromkeys(self.agents, bool(terminated[0]))
@@ -637,8 +676,11 @@ class TeamCaptureParallelEnv(ParallelEnv):
         """The global view (``state_space``): positions, points, scores, ticks left."""
         return self.scenario.global_state(self.world)[0]
 
-    def render(self) -> None:
-        return None
+    def render(self) -> np.ndarray | None:
+        """The field seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            return None
+        return render_frame(self.scenario, self.world, 0)
 
     def close(self) -> None:
         pass
@@ -682,12 +724,12 @@ class TeamCaptureVectorEnv(ArenaVectorEnv):
     info is per world.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"],
+                                "render_fps": 10}
 
     def __init__(self, num_envs: int = 1, agents_per_team: int | None = None, max_cycles: int | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
                  params: TeamCaptureParams | None = None, **kwargs):
-        _check_no_render(render_mode)
         scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
         super().__init__(scenario, num_envs, autoreset_mode=autoreset_mode, render_mode=render_mode)
         A = scenario.num_agents

@@ -11,8 +11,9 @@
 (``pettingzoo.utils.parallel_to_aec``). ``vector_env`` steps many worlds and all their
 agents in the same array operations: what self-play training uses. All share one core,
 so they agree step for step (world ``i`` of ``vector_env`` reset with seed ``s`` plays
-exactly like ``parallel_env`` reset with seed ``s + i``). The rules, spaces and arguments
-are documented in :mod:`arena_envs.team_capture`.
+exactly like ``parallel_env`` reset with seed ``s + i``). Each takes
+``render_mode="rgb_array"`` (the vector env tiles its first four worlds). The rules, spaces
+and arguments are documented in :mod:`arena_envs.team_capture`.
 """
 
 from __future__ import annotations

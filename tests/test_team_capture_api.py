@@ -54,7 +54,7 @@ def test_module_follows_pettingzoo_conventions():
     with pytest.raises(ValueError, match="render"):
         team_capture_v0.parallel_env(render_mode="human")
     with pytest.raises(ValueError, match="render"):
-        team_capture_v0.vector_env(num_envs=2, render_mode="rgb_array")
+        team_capture_v0.vector_env(num_envs=2, render_mode="ansi")
 
 
 def test_pettingzoo_registry_makes_both_forms():
