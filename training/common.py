@@ -60,13 +60,19 @@ def load_config(env: str, path: str | Path | None = None) -> dict[str, Any]:
     return config
 
 
-def run_config(model_path: str | Path) -> dict[str, Any]:
-    """The ``config.yaml`` saved by ``arena-train`` next to a model (or one folder up, for checkpoints)."""
+def run_directory(model_path: str | Path) -> Path:
+    """The ``arena-train`` run directory of a model: the folder holding its ``config.yaml``, the
+    model's own folder or, for ``checkpoints/ppo_<steps>_steps.zip``, the one above it."""
     model_path = Path(model_path)
     for folder in (model_path, model_path.parent, model_path.parent.parent):
         if (folder / "config.yaml").exists():
-            return yaml.safe_load((folder / "config.yaml").read_text())
+            return folder
     raise FileNotFoundError(f"no config.yaml beside {model_path}: was it written by arena-train?")
+
+
+def run_config(model_path: str | Path) -> dict[str, Any]:
+    """The ``config.yaml`` saved by ``arena-train`` with a model (see :func:`run_directory`)."""
+    return yaml.safe_load((run_directory(model_path) / "config.yaml").read_text())
 
 
 # -- training envs ---------------------------------------------------------------------

@@ -18,14 +18,26 @@ run directory, else ``runs/eval``) with:
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from arena_envs.training.common import agent_factory, full_env_id, is_team, load_config, play, policy, run_config
+from arena_envs.training.common import (
+    agent_factory,
+    full_env_id,
+    is_team,
+    load_config,
+    play,
+    policy,
+    run_config,
+    run_directory,
+)
 from arena_envs.world import RESULT_CODES, TOOL_NAMES
 from arena_envs.wrappers.flatten import merge_agents
 from arena_envs.wrappers.sb3 import make_native
@@ -62,35 +74,51 @@ TEAM_PANELS = (("eval/return_mean", "score difference vs scripted team", "return
                ("eval/score_mean", "team score vs scripted team", "score_mean"))
 
 
-def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], path: Path) -> Path | None:
-    """The run's progress*.csv plotted, one panel per (column, label, baseline key) of ``panels``,
-    with the baselines as dashed lines."""
-    import csv
+def read_progress(run: Path, column: str) -> tuple[list[dict[str, str]], list[int]]:
+    """The rows of a run's ``progress*.csv`` that log ``column``, by timesteps, and the steps the
+    run was resumed at. A resumed segment (``progress-from-<steps>.csv``) starts at its checkpoint,
+    so it replaces whatever an interrupted segment logged after that checkpoint."""
+    segments = []
+    for file in run.glob("progress*.csv"):
+        resumed = re.fullmatch(r"progress-from-(\d+)\.csv", file.name)
+        with file.open() as fh:
+            segments.append((int(resumed.group(1)) if resumed else 0, [r for r in csv.DictReader(fh) if r.get(column)]))
+    segments.sort(key=lambda segment: segment[0])
+    starts = [start for start, _ in segments]
+    rows = []
+    for (_, segment), replaced_after in zip(segments, [*starts[1:], math.inf], strict=True):
+        rows += [r for r in segment if float(r["time/total_timesteps"]) <= replaced_after]
+    rows.sort(key=lambda r: float(r["time/total_timesteps"]))
+    return rows, starts[1:]
 
+
+def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], path: Path,
+                   env_id: str = "") -> Path | None:
+    """The run's progress*.csv plotted, one panel per (column, label, baseline key) of ``panels``,
+    with the baselines as dashed lines and the points where the run was resumed as dotted ones."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = []
-    for file in sorted(run.glob("progress*.csv")):
-        with file.open() as fh:
-            rows += [r for r in csv.DictReader(fh) if r.get(panels[0][0])]
+    rows, resumed_at = read_progress(run, panels[0][0])
     if not rows:
         return None
-    rows.sort(key=lambda r: float(r["time/total_timesteps"]))
     steps = np.array([float(r["time/total_timesteps"]) for r in rows])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, (column, label, key) in zip(axes, panels, strict=True):
         ax.plot(steps, [float(r[column]) for r in rows], label="PPO")
         for (name, values), colour in zip(baselines.items(), ("tab:red", "tab:green"), strict=False):
             ax.axhline(values[key], ls="--", color=colour, label=f"{name} ({values[key]:.2f})")
+        for i, start in enumerate(resumed_at):
+            ax.axvline(start, ls=":", color="grey", label="resumed" if i == 0 else None)
         ax.set_xlabel("env steps" if "rollout" in column else "agent steps")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     minutes = sum(_segment_seconds(f) for f in run.glob("progress*.csv")) / 60
     axes[0].legend(loc="best")
-    fig.suptitle(f"{run.name}: PPO learning curve ({steps[-1]:,.0f} steps, {minutes:.1f} min of training)")
+    trained_on = f"PPO on {env_id.split('/')[-1]}" if env_id else f"{run.name}: PPO"
+    fig.suptitle(f"{trained_on}: learning curve ({steps[-1]:,.0f} steps, {minutes:.1f} min of training)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -98,8 +126,6 @@ def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], pa
 
 
 def _segment_seconds(file: Path) -> float:
-    import csv
-
     with file.open() as fh:
         times = [float(r["time/time_elapsed"]) for r in csv.DictReader(fh) if r.get("time/time_elapsed")]
     return max(times, default=0.0)
@@ -201,13 +227,10 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     (out / "eval.md").write_text(table + "\n")
     (out / "eval.json").write_text(json.dumps(summary, indent=2))
     written = [out / "eval.md", out / "eval.json"]
-    if is_model:
-        if is_team(env_id):
-            curve = learning_curve(path.parent, TEAM_PANELS, {b: summary[f"{b} vs scripted"] for b in BASELINES},
-                                   out / "learning_curve.png")
-        else:
-            curve = learning_curve(path.parent, SINGLE_PANELS, {b: summary[b] for b in BASELINES},
-                                   out / "learning_curve.png")
+    if is_model:  # the whole run's curve, also when the model is one of its checkpoints
+        panels, baselines = ((TEAM_PANELS, {b: summary[f"{b} vs scripted"] for b in BASELINES}) if is_team(env_id)
+                             else (SINGLE_PANELS, {b: summary[b] for b in BASELINES}))
+        curve = learning_curve(run_directory(path), panels, baselines, out / "learning_curve.png", env_id)
         written += [curve] if curve else []
     if args.rollout:
         spec, rival = next(iter(matchups.values()))

@@ -173,7 +173,11 @@ def train(argv: list[str] | None = None) -> Path:
     # 4. the model: fresh, or the latest checkpoint
     if resume:
         model = PPO.load(resume[0], env=venv, device="cpu")
-        print(f"resuming from {resume[0]} ({resume[1]:,} steps)")
+        # PPO.load seeds everything with the run's seed again, which would replay the worlds (and
+        # the action samples) the run started with: a resumed segment gets a seed of its own
+        segment_seed = int(np.random.SeedSequence([config["seed"], resume[1]]).generate_state(1)[0])
+        model.set_random_seed(segment_seed)
+        print(f"resuming from {resume[0]} ({resume[1]:,} steps), seed {segment_seed}")
     else:
         model = PPO(config.get("policy", "MlpPolicy"), venv, seed=config["seed"], device="cpu",
                     policy_kwargs=config.get("policy_kwargs"), **config.get("ppo", {}))
