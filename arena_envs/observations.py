@@ -161,9 +161,26 @@ class Observation:
             lines += _section("query result", [f"{e['name']} ({e['type']}) {e['distance']:.1f} away at "
                                                f"{_xz(e['position'])}" for e in self.query_result["entities"]])
         lines += _section("messages", [f"{m.from_agent}: {m.content}" for m in self.messages])
-        if self.custom:
-            lines.append("status: " + ", ".join(f"{k} {v}" for k, v in self.custom.items()))
+        # Team Capture: agents in sight and the capture points, which then replace custom's list
+        agents = [e for e in self.visible_entities if e.type == "agent"]
+        points = [e for e in self.visible_entities if e.type == "capture_point"]
+        if agents:
+            lines += _section("agents", [f"{e.id} ({e.metadata.get('relation', e.metadata.get('team'))}) "
+                                         f"{e.distance:.1f} away at {_xz(e.position)}" for e in agents])
+        if points:
+            lines += _section("capture points", [_point_text(e) for e in points])
+        status = {k: v for k, v in self.custom.items() if not (points and k == "capture_points")}
+        if status:
+            lines.append("status: " + ", ".join(f"{k} {v}" for k, v in status.items()))
         return "\n".join(lines)
+
+
+def _point_text(point: EntityInfo) -> str:
+    owner, capturing = point.metadata.get("owner"), point.metadata.get("capturing")
+    text = f"{point.id} {point.distance:.1f} away at {_xz(point.position)}, owner {owner or 'nobody'}"
+    if capturing:
+        text += f", {capturing} capturing {point.metadata.get('progress', 0.0):.0%}"
+    return text
 
 
 def _xz(position) -> str:

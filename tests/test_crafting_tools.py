@@ -247,3 +247,46 @@ def test_a_pool_of_crafting_sessions_matches_solo_runs():
     for seed, keys in zip((1, 2, 3), runs, strict=True):
         assert keys == solo(seed), seed
     assert any(k[-1] > 0 for k in runs[0] + runs[1] + runs[2])  # crafting happened
+
+
+def test_the_seed_crafter_makes_the_sword_through_the_pool():
+    """Four seed crafters share one pool (one batched step per round) and each makes the sword,
+    exactly as it does alone through ToolCallWrapper."""
+
+    def solo(seed):
+        env, agent = make(), SeedCrafter()
+        obs, _ = env.reset(seed=seed)
+        for step in range(600):
+            obs, reward, terminated, truncated, info = env.step(agent.decide(obs))
+            if terminated or truncated:
+                return step, obs.to_dict(), info
+
+    async def pooled():
+        pool = ToolPool(ENV_ID, size=4)
+        steps = []
+        original = pool.scenario.step
+
+        def counting_step(state, actions, active=None):
+            steps.append(int(active.sum()))
+            return original(state, actions, active)
+
+        pool.scenario.step = counting_step
+
+        async def episode(seed):
+            agent = SeedCrafter()
+            obs = await pool.acquire(seed, seed=seed)
+            for step in range(600):
+                result = await pool.call(agent.decide(obs), id=seed)
+                obs = result.observation
+                if result.terminated or result.truncated:
+                    assert result.terminated and result.reward == 1.0
+                    return step, obs.to_dict(), result.info
+
+        return await asyncio.gather(*(episode(seed) for seed in range(4))), steps
+
+    runs, steps = asyncio.run(pooled())
+    for seed, (step, obs, info) in enumerate(runs):
+        assert {"id": "iron_sword", "name": "iron_sword", "quantity": 1} in obs["inventory"]
+        assert info["goal_crafted"] == 1
+        assert (step, obs, info) == solo(seed), seed
+    assert max(steps) == 4  # the sessions advanced together

@@ -122,6 +122,7 @@ def test_collect_out_of_range_names_the_distance():
     ({"tool": "fly", "params": {}}, "INVALID_PARAMS", "fly"),
     ({"tool": "craft", "params": {"item_name": "torch", "station_name": "Workbench1"}}, "NOT_FOUND", "Workbench1"),
     ({"tool": "query_world", "params": {"radius": 80}}, "INVALID_PARAMS", "radius"),
+    ({"tool": "send_message", "params": {"message": "hi", "target_agent": "agent_002"}}, "NOT_FOUND", "no teammates"),
 ])
 def test_bad_calls_cost_a_tick_and_explain_themselves(call, code, words):
     env = make()

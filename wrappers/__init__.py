@@ -2,9 +2,10 @@
 
 from arena_envs.tools.session import entity_names
 from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, FlatVectorEnv
-from arena_envs.wrappers.tool_call import ToolCallWrapper
+from arena_envs.wrappers.tool_call import ParallelToolCallWrapper, ToolCallWrapper
 
-__all__ = ["ToolCallWrapper", "entity_names", "FlatEncoding", "FlatEnv", "FlatVectorEnv", "Sb3VecEnv"]
+__all__ = ["ToolCallWrapper", "ParallelToolCallWrapper", "entity_names", "FlatEncoding", "FlatEnv", "FlatVectorEnv",
+           "Sb3VecEnv"]
 
 
 def __getattr__(name: str):

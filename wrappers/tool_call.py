@@ -1,4 +1,4 @@
-"""``ToolCallWrapper``: an arena env driven by JSON tool calls, observed as ``Observation`` objects.
+"""Tool-calling wrappers: arena envs driven by JSON tool calls, observed as ``Observation`` objects.
 
     env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0", layout="classic"))
     obs, info = env.reset(seed=0)
@@ -6,25 +6,48 @@
         '{"tool": "move_to", "params": {"target": [-5, 0, 3]}}')
     print(obs.to_text())
 
-``step`` takes a :class:`~arena_envs.tools.Decision`, a dict or raw model output; it
-validates the call against the tool registry, resolves entity names (``Berry1``) to table
-rows, steps the numpy core once, and builds the seed's :class:`Observation` from the
-arrays. A call that cannot be read or is invalid costs a tick like any other and comes back
-as a failed ``last_action_result`` (``INVALID_PARAMS`` or ``NOT_FOUND``) naming the problem.
+    env = ToolCallWrapper(team_capture_v0.parallel_env())       # a ParallelToolCallWrapper
+    observations, infos = env.reset(seed=0)                     # {agent: Observation}
+    observations, rewards, terminations, truncations, infos = env.step(
+        {"blue_agent_1": {"tool": "send_message", "params": {"message": "I'm capturing point A"}},
+         "red_agent_1": '{"tool": "move_to", "params": {"target": [0, 0, 0]}}'})
+
+``step`` takes a :class:`~arena_envs.tools.Decision`, a dict or raw model output (per
+agent, for the parallel form); it validates the call against the tool registry, resolves
+entity names (``Berry1``, ``blue_agent_2``) to table rows, steps the numpy core once, and
+builds the seed's :class:`Observation` from the arrays. A call that cannot be read or is
+invalid costs a tick like any other and comes back as a failed ``last_action_result``
+(``INVALID_PARAMS`` or ``NOT_FOUND``) naming the problem.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+from pettingzoo.utils import BaseParallelWrapper
 
+from arena_envs.observations import Observation
+from arena_envs.tools.decision import Decision
 from arena_envs.tools.session import ToolSession
+from arena_envs.tools.team_session import TeamCaptureSession
 from arena_envs.world import ToolActions
 
 
 class ToolCallWrapper(gym.Wrapper):
-    """Tool calls in, :class:`Observation` out, for the single-agent arena envs."""
+    """Tool calls in, :class:`Observation` out, for the single-agent arena envs.
+
+    Given a PettingZoo parallel env (Team Capture) it returns a
+    :class:`ParallelToolCallWrapper` instead: the same layer for every agent, keyed by name.
+    """
+
+    def __new__(cls, env: gym.Env | ParallelEnv | None = None, *args: Any, **kwargs: Any):
+        if isinstance(env, ParallelEnv):
+            return ParallelToolCallWrapper(env, *args, **kwargs)
+        return super().__new__(cls)  # env may be None here: copy and pickle create the object bare
 
     def __init__(self, env: gym.Env, agent_id: str = "agent_1"):
         super().__init__(env)
@@ -43,3 +66,53 @@ class ToolCallWrapper(gym.Wrapper):
         self.session.encode(call, actions)
         arrays, reward, terminated, truncated, info = self.arena.step_tools(actions)
         return self.session.observation(arrays, info), reward, terminated, truncated, info
+
+
+class ParallelToolCallWrapper(BaseParallelWrapper):
+    """Tool calls in, :class:`Observation` out, for every agent of Team Capture's ``parallel_env``.
+
+    ``step`` takes ``{agent: call}``; an agent left out (or given None) idles, as in the
+    wrapped env. Everything it returns is keyed by agent, PettingZoo style, with
+    :class:`Observation` objects as observations (see
+    :class:`~arena_envs.tools.team_session.TeamCaptureSession` for their content).
+    """
+
+    def __init__(self, env: ParallelEnv):
+        super().__init__(env)
+        self.arena = env.unwrapped
+        if not hasattr(self.arena, "step_tools"):
+            raise TypeError(f"ParallelToolCallWrapper needs an arena env, got {type(self.arena).__name__}")
+        self.sessions = {name: TeamCaptureSession(self.arena.scenario, self.arena.world, agent=i)
+                         for i, name in enumerate(self.arena.possible_agents)}
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        arrays, infos = self.env.reset(seed=seed, options=options)
+        for session in self.sessions.values():
+            session.begin()
+        return self._observations(arrays, infos, first=True), infos
+
+    def step(self, calls: Mapping[str, Any]):
+        if not isinstance(calls, Mapping):
+            raise ValueError(f"calls must be a dict from agent name to tool call, got {type(calls).__name__}")
+        if not self.agents:  # the episode is over: nobody left to act
+            return {}, {}, {}, {}, {}
+        unknown = set(calls) - set(self.agents)
+        if unknown:
+            raise ValueError(f"calls for unknown or finished agents {sorted(unknown, key=str)}; "
+                             f"agents are {self.agents}")
+        actions = ToolActions.idle((1, len(self.sessions)))
+        for name in self.agents:
+            call = calls.get(name)
+            self.sessions[name].encode(Decision.idle() if call is None else call, actions)
+        arrays, rewards, terminations, truncations, infos = self.arena.step_tools(actions)
+        return self._observations(arrays, infos), rewards, terminations, truncations, infos
+
+    def _observations(self, arrays: dict[str, dict[str, np.ndarray]], infos: dict[str, dict[str, Any]],
+                      first: bool = False) -> dict[str, Observation]:
+        names = list(arrays)
+        if not names:
+            return {}
+        rows = {key: np.stack([arrays[name][key] for name in names]) for key in arrays[names[0]]}
+        sessions = [self.sessions[name] for name in names]
+        observations = TeamCaptureSession.observations(sessions, rows, [infos[name] for name in names], first)
+        return dict(zip(names, observations, strict=True))

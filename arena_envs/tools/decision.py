@@ -21,6 +21,7 @@ _REASONING_KEYS = ("reasoning", "reason", "thought")
 _WRAPPER_KEYS = ("function_call", "tool_call", *_TOOL_KEYS)  # when they hold an object
 _API_TYPES = ("function", "function_call", "tool_call", "tool_use")
 _CALL_KEYS = frozenset((*_WRAPPER_KEYS, "tool_calls", "role"))
+_PLAIN_KEYS = frozenset(("tool", "params", "reasoning"))  # Decision.to_dict's shape
 _MAX_NESTING = 4
 _MAX_EMBEDDED_ATTEMPTS = 200
 
@@ -155,6 +156,10 @@ def _is_call_like(data: dict[str, Any]) -> bool:
 
 
 def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None = None) -> Decision:
+    if type(data) is dict and data.keys() <= _PLAIN_KEYS:  # the usual shape, read at once
+        tool, params, own_reasoning = data.get("tool"), data.get("params", {}), data.get("reasoning")
+        if type(tool) is str and tool.strip() and type(params) is dict and type(own_reasoning) in (str, type(None)):
+            return Decision(tool.strip(), dict(params), reasoning if own_reasoning is None else own_reasoning)
     if depth > _MAX_NESTING:
         raise ToolCallError("tool call is nested too deeply")
     own_reasoning = _reasoning(data)
@@ -171,8 +176,9 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
     if "role" in data and isinstance(content, str):  # a chat message answered in text
         return _with_reasoning(_from_text(content), reasoning)
     for key in _WRAPPER_KEYS:
-        if key in data and isinstance(data[key], Mapping):
-            return _from_mapping(data[key], depth + 1, reasoning)
+        inner = data.get(key)
+        if inner is not None and type(inner) is not str and isinstance(inner, Mapping):  # str: the common case
+            return _from_mapping(inner, depth + 1, reasoning)
 
     tool_key = _first_key(data, _TOOL_KEYS)
     if tool_key is None:

@@ -15,6 +15,9 @@ nobody called stay exactly where they were.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -24,6 +27,24 @@ from gymnasium.utils import seeding
 from arena_envs.observations import Observation
 from arena_envs.tools.session import ToolSession
 from arena_envs.world import ToolActions
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector off while a batch of observations is built.
+
+    A flush builds thousands of small objects that all stay alive until their callers take
+    them, so collections in the middle of it find nothing to free, promote everything and
+    soon trigger full collections (measured: a fifth of the pool's time, halved by the
+    pause). The objects hold no reference cycles: reference counting frees them.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class PoolStep(NamedTuple):
@@ -117,8 +138,7 @@ class ToolPool:
         self.scenario.reset(self.state, np.array([world]), [self._rngs[world]])
         session = self.sessions[world]
         session.begin()
-        arrays, info = self._row(self.scenario.observe(self.state), self.scenario.info(self.state), world)
-        return session.observation(arrays, info, first=True)
+        return self._observations([world], first=True)[0][0]
 
     # -- the batched step --------------------------------------------------------------
 
@@ -128,25 +148,35 @@ class ToolPool:
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        actions = ToolActions.idle((self.size, 1))
-        active = np.zeros(self.size, bool)
-        for world, (tool_call, _) in pending.items():
-            self.sessions[world].encode(tool_call, actions)
-            active[world] = True
+        with _collector_paused():
+            self._advance(pending)
+
+    def _advance(self, pending: dict[int, tuple[Any, asyncio.Future]]) -> None:
+        worlds = list(pending)
         try:
+            actions = ToolActions.idle((self.size, 1))
+            for world, (tool_call, _) in pending.items():
+                self.sessions[world].encode(tool_call, actions)
+            active = np.zeros(self.size, bool)
+            active[worlds] = True
             reward, terminated, truncated = self.scenario.step(self.state, actions, active)
-            observations, infos = self.scenario.observe(self.state), self.scenario.info(self.state)
+            observations, infos = self._observations(worlds)
         except Exception as err:  # never leave a caller waiting forever
             for _, future in pending.values():
-                future.set_exception(err)
+                if not future.cancelled():
+                    future.set_exception(err)
             return
-        for world, (_, future) in pending.items():
-            arrays, info = self._row(observations, infos, world)
-            observation = self.sessions[world].observation(arrays, info)
+        outcomes = zip(observations, infos, reward[worlds].tolist(), terminated[worlds].tolist(),
+                       truncated[worlds].tolist(), strict=True)
+        for (_, future), (observation, info, r, term, trunc) in zip(pending.values(), outcomes, strict=True):
             if not future.cancelled():
-                future.set_result(PoolStep(observation, float(reward[world]), bool(terminated[world]),
-                                           bool(truncated[world]), info))
+                future.set_result(PoolStep(observation, r, term, trunc, info))
 
-    @staticmethod
-    def _row(observations: dict, infos: dict, world: int) -> tuple[dict, dict]:
-        return ({k: v[world] for k, v in observations.items()}, {k: v[world].item() for k, v in infos.items()})
+    def _observations(self, worlds: list[int], first: bool = False) -> tuple[list[Observation], list[dict]]:
+        """The observations and infos of ``worlds``, built together from the batch's arrays."""
+        rows = np.array(worlds)
+        arrays = {k: v[rows] for k, v in self.scenario.observe(self.state).items()}
+        columns = {k: v[rows].tolist() for k, v in self.scenario.info(self.state).items()}
+        infos = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+        sessions = [self.sessions[world] for world in worlds]
+        return ToolSession.observations(sessions, arrays, infos, first), infos

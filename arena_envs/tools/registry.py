@@ -23,6 +23,7 @@ from typing import Any
 from .errors import ToolCallError
 
 SCALAR_TYPES = ("string", "number", "integer", "boolean")
+_ABSENT = object()
 JSON_TYPES = (*SCALAR_TYPES, "array")
 
 
@@ -114,6 +115,8 @@ class Param:
         if self.type == "array":
             return self._check_array(value, tool, field)
         checked = _check_type(self.type, value, tool, field)
+        if not self._constrained:
+            return checked
         if self.min_length is not None and len(checked) < self.min_length:
             raise _error(tool, field, f"must have at least {self.min_length} character(s)", value)
         if self.enum is not None and checked not in self.enum:
@@ -126,13 +129,18 @@ class Param:
         return checked
 
     def _check_array(self, value: Any, tool: str, field: str) -> list[Any]:
-        if hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
+        if type(value) is not list and hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
             value = value.tolist()  # a numpy (or similar) vector
         if not isinstance(value, (list, tuple)):
             raise _error(tool, field, "must be an array", value)
         if self.length is not None and len(value) != self.length:
             raise _error(tool, field, f"must have exactly {self.length} items", value)
-        return [_check_type(self.items, item, tool, f"{field}[{index}]") for index, item in enumerate(value)]
+        return [_check_type(self.items, item, tool, field, index) for index, item in enumerate(value)]
+
+    @cached_property
+    def _constrained(self) -> bool:
+        """Whether a value of the right type can still be refused (length, enum or bounds)."""
+        return self.min_length is not None or self.enum is not None or bool(self._bounds)
 
     @cached_property
     def _bounds(self) -> list[tuple[str, float]]:
@@ -161,26 +169,34 @@ def _error(tool: str, field: str, problem: str, value: Any) -> ToolCallError:
 _ARTICLES = {"number": "a number", "integer": "an integer", "string": "a string", "boolean": "a boolean"}
 
 
-def _check_type(json_type: str | None, value: Any, tool: str, field: str) -> Any:
+def _check_type(json_type: str | None, value: Any, tool: str, field: str, index: int | None = None) -> Any:
+    """``value`` normalized for ``json_type``, or ToolCallError naming ``field`` (``field[index]``
+    for an array item: the name is only built for the message, as this runs on every call)."""
     if json_type in ("number", "integer"):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise _error(tool, field, f"must be {_ARTICLES[json_type]}", value)
+        kind = type(value)
+        # plain floats and ints skip the slower abstract-class checks (bool is neither)
+        if kind is not float and kind is not int and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise _error(tool, _item(field, index), f"must be {_ARTICLES[json_type]}", value)
         try:
             number = float(value)
         except OverflowError:
             number = math.inf
         if not math.isfinite(number):
-            raise _error(tool, field, "must be a finite number", value)
+            raise _error(tool, _item(field, index), "must be a finite number", value)
         if json_type == "integer":
             if not number.is_integer():
-                raise _error(tool, field, "must be an integer", value)
+                raise _error(tool, _item(field, index), "must be an integer", value)
             return int(value)
         return number
     if json_type == "string" and not isinstance(value, str):
-        raise _error(tool, field, "must be a string", value)
+        raise _error(tool, _item(field, index), "must be a string", value)
     if json_type == "boolean" and not isinstance(value, bool):
-        raise _error(tool, field, "must be a boolean", value)
+        raise _error(tool, _item(field, index), "must be a boolean", value)
     return value
+
+
+def _item(field: str, index: int | None) -> str:
+    return field if index is None else f"{field}[{index}]"
 
 
 @dataclass(frozen=True)
@@ -246,33 +262,40 @@ class ToolSpec:
                     f"{self.name}: unknown parameter {key!r} (parameters: {expected})",
                     field=str(key),
                 )
-        values = dict(params)
+        expanded: dict[str, Any] = {}  # already checked: an array's items have its targets' type
         for shorthand in self._shorthands:
-            if shorthand.name not in values:
+            value = params.get(shorthand.name, _ABSENT)
+            if value is _ABSENT:
                 continue
-            given = [name for name in shorthand.shorthand_for if name in values]
-            if given:
-                raise ToolCallError(
-                    f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, not both",
-                    field=shorthand.name,
-                )
-            expanded = shorthand.check(values.pop(shorthand.name), self.name)
-            values.update(zip(shorthand.shorthand_for, expanded, strict=True))
+            for name in shorthand.shorthand_for:
+                if name in params:
+                    raise ToolCallError(
+                        f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, "
+                        "not both",
+                        field=shorthand.name,
+                    )
+            expanded.update(zip(shorthand.shorthand_for, shorthand.check(value, self.name), strict=True))
         normalized = {}
-        for param in self.params:
-            if param.shorthand_for:
-                continue
-            if param.name in values:
-                normalized[param.name] = param.check(values[param.name], self.name)
+        for param in self._plain_params:
+            name = param.name
+            if name in expanded:
+                value = expanded[name]
+                normalized[name] = param.check(value, self.name) if param._constrained else value
+            elif name in params:
+                normalized[name] = param.check(params[name], self.name)
             elif param.required:
-                raise ToolCallError(self._missing_message(param.name), field=param.name)
+                raise ToolCallError(self._missing_message(name), field=name)
             else:
-                normalized[param.name] = param.default
+                normalized[name] = param.default
         return normalized
 
     @cached_property
     def _shorthands(self) -> list[Param]:
         return [param for param in self.params if param.shorthand_for]
+
+    @cached_property
+    def _plain_params(self) -> list[Param]:
+        return [param for param in self.params if not param.shorthand_for]
 
     @cached_property
     def _names(self) -> frozenset[str]:

@@ -9,6 +9,8 @@ use it, so a call means the same thing everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from arena_envs.observations import (
     HazardInfo,
     Inventory,
     ItemInfo,
+    Message,
     Observation,
     RecipeInfo,
     ResourceInfo,
@@ -41,6 +44,7 @@ from arena_envs.world import (
     QUERY_INVENTORY,
     QUERY_WORLD,
     RESULT_CODES,
+    SEND_MESSAGE,
     TOOL_NAMES,
     ToolActions,
 )
@@ -57,8 +61,8 @@ def entity_names(types: list[str], kinds: np.ndarray) -> list[str]:
     (``iron_ore`` becomes ``IronOre1``)."""
     seen: dict[str, int] = {}
     names = []
-    for kind in kinds:
-        type_name = types[int(kind)]
+    for kind in kinds.tolist():
+        type_name = types[kind]
         seen[type_name] = seen.get(type_name, 0) + 1
         names.append("".join(word.capitalize() for word in type_name.split("_")) + str(seen[type_name]))
     return names
@@ -72,17 +76,23 @@ class ToolSession:
     wrapper and the pool both use it, so tool calls mean the same thing everywhere.
     """
 
-    def __init__(self, scenario, state, world: int = 0, agent: int = 0, agent_id: str = "agent_1"):
+    def __init__(self, scenario, state, world: int = 0, agent: int = 0, agent_id: str = "agent_1",
+                 team: Sequence[str] = ()):
         self.scenario, self.state, self.world, self.agent = scenario, state, world, agent
         self.params = scenario.params
         self.agent_id = agent_id
+        self.team = tuple(team)  # the agent's team in the world's order, itself included; () when alone
+        self._teammate_numbers = {member.lower(): number for number, member in enumerate(self.team, 1)}
         self.recipes = tuple(getattr(self.params, "recipes", ()))  # crafting scenarios have recipes
+        self._time_limit = self.params.max_ticks * self.params.dt
+        self._recipe_rows = {recipe.name.lower(): row for row, recipe in enumerate(self.recipes)}
         self._names: dict[str, list[str]] = {}
         self._edge_error: ToolCallError | None = None
         self._last_call: dict[str, Any] = {}
+        self.sent_message: Message | None = None  # the text of this agent's last send_message
 
     def begin(self) -> None:
-        """Learn the entity names of a freshly reset world."""
+        """Learn the entity names of a freshly reset world (they hold for the whole episode)."""
         slots, s, b = self.scenario.slots, self.state, self.world
         self._names = {
             "resource": entity_names(list(self.params.resource_types), s.ent_kind[b, slots.res]),
@@ -90,7 +100,11 @@ class ToolSession:
             "obstacle": entity_names(list(OBSTACLE_KINDS), s.obst_kind[b]),
             "station": entity_names(list(self.params.station_types), s.ent_kind[b, slots.st]),
         }
-        self._edge_error, self._last_call = None, {}
+        self._obstacle_kinds = [OBSTACLE_KINDS[kind] for kind in s.obst_kind[b].tolist()]
+        # names are matched without regard to case
+        self._rows = {category: {name.lower(): row for row, name in enumerate(names)}
+                      for category, names in self._names.items()}
+        self._edge_error, self._last_call, self.sent_message = None, {}, None
 
     def encode(self, call: Any, actions: ToolActions) -> None:
         """Write ``call`` into this agent's row of ``actions``; a bad call becomes its failure code."""
@@ -124,93 +138,126 @@ class ToolSession:
         elif index == CRAFT:
             # an unknown name becomes the row past its table: the world answers NOT_FOUND, after
             # BUSY, and counts the attempt like any other craft
-            recipes = [r.name.lower() for r in self.recipes]
-            stations = [n.lower() for n in self._names["station"]]
-            item, station = params["item_name"].lower(), params["station_name"].lower()
-            actions.recipe[row] = recipes.index(item) if item in recipes else len(recipes)
-            actions.station[row] = stations.index(station) if station in stations else len(stations)
+            stations = self._rows["station"]
+            actions.recipe[row] = self._recipe_rows.get(params["item_name"].lower(), len(self._recipe_rows))
+            actions.station[row] = stations.get(params["station_name"].lower(), len(stations))
         elif index == QUERY_WORLD:
             actions.query_radius[row] = params["radius"]
             actions.query_filter[row] = QUERY_FILTERS.index(params["filter_type"] or "all")
+        elif index == SEND_MESSAGE:
+            actions.message_target[row] = self._recipient(params["target_agent"])
+            # the world decides who receives it; the text stays here until it is delivered
+            self.sent_message = Message(self.agent_id, params["message"], int(self.state.tick[self.world]))
 
     def _row(self, category: str, name: str) -> int:
-        names = [n.lower() for n in self._names[category]]
-        if name.lower() not in names:
+        row = self._rows[category].get(name.lower())
+        if row is None:
             raise ToolCallError(f"Target '{name}' not found", code="NOT_FOUND", field="target_name")
-        return names.index(name.lower())
+        return row
+
+    def _recipient(self, name: str) -> int:
+        """The world's message target: 0 for every teammate, ``i`` for teammate ``i`` (from 1)."""
+        if name.lower() == "all":
+            return 0
+        number = self._teammate_numbers.get(name.lower())
+        if number is not None:
+            return number
+        if not self.team:
+            raise ToolCallError(f"No agent named '{name}': this agent has no teammates; send to 'all'",
+                                code="NOT_FOUND", field="target_agent")
+        raise ToolCallError(f"No teammate named '{name}'; messages reach only your team: "
+                            f"{', '.join(self.team)} (or 'all')", code="NOT_FOUND", field="target_agent")
 
     # -- arrays -> Observation ---------------------------------------------------------
 
-    def observation(self, arrays: dict[str, np.ndarray], info: dict[str, Any], first: bool = False) -> Observation:
-        """The :class:`Observation` from this world's observation arrays and info."""
-        p, s, b, a = self.params, self.state, self.world, self.agent
-        x, z = float(s.x[b, a]), float(s.z[b, a])
+    def observation(self, arrays: Mapping[str, np.ndarray], info: dict[str, Any], first: bool = False) -> Observation:
+        """The :class:`Observation` from this world's observation arrays (no batch axis) and info."""
+        return self.observations([self], {k: v[None] for k, v in arrays.items()}, [info], first)[0]
 
-        def rows(table, category, types):
-            for row, name in zip(table, self._names[category], strict=False):
-                kind = types[int(np.argmax(row[5:5 + len(types)]))]
-                yield row, name, kind, (x + float(row[2]), 0.0, z + float(row[3])), float(row[4])
+    @classmethod
+    def observations(cls, sessions: Sequence[ToolSession], arrays: Mapping[str, np.ndarray],
+                     infos: Sequence[dict[str, Any]], first: bool = False) -> list[Observation]:
+        """The observations of several sessions of one batch at once: row ``i`` of every array
+        and ``infos[i]`` belong to ``sessions[i]``.
 
-        resources, hazards, queried = [], [], []
-        for row, name, kind, pos, dist in rows(arrays["resources"], "resource", p.resource_types):
-            if row[0]:
-                resources.append(ResourceInfo(name, kind, pos, dist))
-            if row[1]:
-                queried.append({"name": name, "type": "resource", "resource_type": kind,
-                                "position": list(pos), "distance": dist})
-        for row, name, kind, pos, dist in rows(arrays.get("hazards", ()), "hazard", HAZARD_TYPES):
-            damage = p.hazard_entry_damage[HAZARD_TYPES.index(kind)] or p.hazard_damage_per_s[HAZARD_TYPES.index(kind)]
-            if row[0]:
-                hazards.append(HazardInfo(name, kind, pos, dist, float(damage)))
-            if row[1]:
-                queried.append({"name": name, "type": "hazard", "hazard_type": kind,
-                                "position": list(pos), "distance": dist})
-        entities = [EntityInfo(r.name, "resource", r.position, r.distance, {"resource_type": r.type})
-                    for r in resources]
-        entities += [EntityInfo(h.name, "hazard", h.position, h.distance, {"hazard_type": h.type})
-                     for h in hazards]
-        stations = []
-        for row, name, kind, pos, dist in rows(arrays.get("stations", ()), "station", p.station_types):
-            in_use = bool(row[-1])
-            if row[0]:
-                stations.append(StationInfo(name, kind, pos, dist, in_use))
-                entities.append(EntityInfo(name, "station", pos, dist, {"station_type": kind, "in_use": in_use}))
-            if row[1]:
-                queried.append({"name": name, "type": "station", "station_type": kind,
-                                "position": list(pos), "distance": dist, "in_use": in_use})
-        for row, name, kind in zip(arrays.get("obstacles", ()), self._names["obstacle"], s.obst_kind[b],
-                                   strict=False):
-            if row[0]:
-                pos = (x + float(row[1]), 0.0, z + float(row[2]))
-                entities.append(EntityInfo(name, "obstacle", pos, float(np.hypot(row[1], row[2])),
-                                           {"obstacle_type": OBSTACLE_KINDS[int(kind)], "radius": float(row[3])}))
+        The numpy work (finding the rows shown, their kinds, converting to Python numbers) is
+        done once for all of them; only the Python objects are built one by one.
+        """
+        if not sessions:
+            return []
+        p = sessions[0].params
+        views = _views(sessions)
+        damage = [float(entry or per_s) for entry, per_s in zip(p.hazard_entry_damage, p.hazard_damage_per_s,
+                                                                 strict=False)]
+        names = [session._names for session in sessions]
+        for i, r, visible, queried, dx, dz, dist, kind, _ in _shown_rows(arrays.get("resources"),
+                                                                         len(p.resource_types)):
+            view, name, kind = views[i], names[i]["resource"][r], p.resource_types[kind]
+            pos = (view.x + dx, 0.0, view.z + dz)
+            if visible:
+                view.resources.append(ResourceInfo(name, kind, pos, dist))
+                view.entities.append(EntityInfo(name, "resource", pos, dist, {"resource_type": kind}))
+            if queried:
+                view.queried.append({"name": name, "type": "resource", "resource_type": kind,
+                                     "position": list(pos), "distance": dist})
+        for i, r, visible, queried, dx, dz, dist, kind, _ in _shown_rows(arrays.get("hazards"), len(HAZARD_TYPES)):
+            view, name, kind_name = views[i], names[i]["hazard"][r], HAZARD_TYPES[kind]
+            pos = (view.x + dx, 0.0, view.z + dz)
+            if visible:
+                view.hazards.append(HazardInfo(name, kind_name, pos, dist, damage[kind]))
+                view.entities.append(EntityInfo(name, "hazard", pos, dist, {"hazard_type": kind_name}))
+            if queried:
+                view.queried.append({"name": name, "type": "hazard", "hazard_type": kind_name,
+                                     "position": list(pos), "distance": dist})
+        for i, r, visible, queried, dx, dz, dist, kind, in_use in _shown_rows(arrays.get("stations"),
+                                                                              len(p.station_types)):
+            view, name, kind = views[i], names[i]["station"][r], p.station_types[kind]
+            pos, in_use = (view.x + dx, 0.0, view.z + dz), bool(in_use)
+            if visible:
+                view.stations.append(StationInfo(name, kind, pos, dist, in_use))
+                view.entities.append(EntityInfo(name, "station", pos, dist, {"station_type": kind, "in_use": in_use}))
+            if queried:
+                view.queried.append({"name": name, "type": "station", "station_type": kind,
+                                     "position": list(pos), "distance": dist, "in_use": in_use})
+        _add_obstacles(sessions, views, arrays.get("obstacles"))
+        return [session._assemble(view, info, first) for session, view, info in zip(sessions, views, infos,
+                                                                                      strict=True)]
 
-        counts = s.inventory[b, a]
-        inventory = Inventory(ItemInfo(name, name, int(n)) for name, n in zip(p.item_names, counts, strict=True) if n)
-        tool, code = int(s.last_tool[b, a]), int(s.last_code[b, a])
-        asked = not first and code == OK
+    def _assemble(self, view: _View, info: dict[str, Any], first: bool, **custom: Any) -> Observation:
+        """The Observation of one session from what :meth:`observations` gathered for it."""
+        p = self.params
+        items = Inventory([ItemInfo(name, name, n) for name, n in zip(p.item_names, view.counts, strict=True) if n])
+        asked = not first and view.code == OK
+        query_result = details = None
+        if asked and view.tool == QUERY_WORLD:
+            view.queried.sort(key=_by_distance)
+            query_result = {"entities": view.queried}
+        elif asked and view.tool == QUERY_INVENTORY:
+            details = {"items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)} for i in items],
+                       "capacity": p.inventory_capacity, "used": sum(view.counts)}
+        # the lists are this observation's own, so they are sorted in place
+        view.resources.sort(key=_distance)
+        view.hazards.sort(key=_distance)
+        view.stations.sort(key=_distance)
         return Observation(
             agent_id=self.agent_id,
-            tick=int(s.tick[b]),
-            position=(x, 0.0, z),
+            tick=view.tick,
+            position=(view.x, 0.0, view.z),
             velocity=None,
-            visible_entities=entities,
-            nearby_resources=sorted(resources, key=lambda r: r.distance),
-            nearby_hazards=sorted(hazards, key=lambda h: h.distance),
-            nearby_stations=sorted(stations, key=lambda st: st.distance),
+            visible_entities=view.entities,
+            nearby_resources=view.resources,
+            nearby_hazards=view.hazards,
+            nearby_stations=view.stations,
             available_recipes={r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes},
-            inventory=inventory,
-            health=float(s.health[b, a]),
-            energy=float(s.energy[b, a]),
-            last_action_result=None if first else self._result(tool, code),
-            query_result={"entities": sorted(queried, key=lambda e: e["distance"])}
-            if asked and tool == QUERY_WORLD else None,
-            inventory_details={
-                "items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)} for i in inventory],
-                "capacity": p.inventory_capacity, "used": int(counts.sum())}
-            if asked and tool == QUERY_INVENTORY else None,
-            custom={**info, "time_limit": p.max_ticks * p.dt, "ticks_left": p.max_ticks - int(s.tick[b]),
-                    **self._crafting_status()},
+            inventory=items,
+            health=view.health,
+            energy=view.energy,
+            last_action_result=None if first else self._result(view.tool, view.code),
+            query_result=query_result,
+            inventory_details=details,
+            messages=view.messages,
+            custom={**info, "time_limit": self._time_limit, "ticks_left": p.max_ticks - view.tick,
+                    **self._crafting_status(), **custom},
         )
 
     def _item_type(self, name: str) -> str:
@@ -298,5 +345,61 @@ class ToolSession:
         return f"craft failed: {RESULT_CODES[code]}"
 
 
+_distance = attrgetter("distance")
+_by_distance = itemgetter("distance")
 
 
+class _View:
+    """What one session observes, gathered as Python numbers before its Observation is built."""
+
+    __slots__ = ("x", "z", "health", "energy", "tick", "tool", "code", "counts",
+                 "entities", "resources", "hazards", "stations", "queried", "messages")
+
+    def __init__(self, x: float, z: float, health: float, energy: float, tick: int, tool: int, code: int,
+                 counts: list[int]):
+        self.x, self.z, self.health, self.energy, self.tick, self.tool, self.code, self.counts = (
+            x, z, health, energy, tick, tool, code, counts)
+        self.entities: list[EntityInfo] = []
+        self.resources: list[ResourceInfo] = []
+        self.hazards: list[HazardInfo] = []
+        self.stations: list[StationInfo] = []
+        self.queried: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
+
+
+def _views(sessions: Sequence[ToolSession]) -> list[_View]:
+    """Each session's own agent read from the state, for all of them in one gather per array."""
+    s = sessions[0].state
+    worlds = np.fromiter((session.world for session in sessions), np.intp, len(sessions))
+    agents = np.fromiter((session.agent for session in sessions), np.intp, len(sessions))
+    columns = [a[worlds, agents].tolist() for a in (s.x, s.z, s.health, s.energy)]
+    columns += [s.tick[worlds].tolist()]
+    columns += [a[worlds, agents].tolist() for a in (s.last_tool, s.last_code, s.inventory)]
+    return [_View(*row) for row in zip(*columns, strict=True)]
+
+
+def _shown_rows(table: np.ndarray | None, kinds: int) -> Iterator[tuple]:
+    """``(session, row, visible, queried, dx, dz, distance, kind, last column)`` of every entity
+    visible or in the query result, from a (sessions, rows, 5 + kinds ...) table (see
+    :func:`~arena_envs.world.entity_table`), in session then row order."""
+    if table is None or table.size == 0:
+        return iter(())
+    session, row = np.nonzero((table[..., 0] != 0) | (table[..., 1] != 0))
+    shown = table[session, row]
+    kind = shown[:, 5:5 + kinds].argmax(1) if kinds else np.zeros(len(row), np.intp)
+    columns = [shown[:, c].tolist() for c in (0, 1, 2, 3, 4)]
+    return zip(session.tolist(), row.tolist(), *columns, kind.tolist(), shown[:, -1].tolist(), strict=True)
+
+
+def _add_obstacles(sessions: Sequence[ToolSession], views: list[_View], table: np.ndarray | None) -> None:
+    """Append the obstacles each session sees, from (sessions, obstacles, 4) rows of present, dx, dz, radius."""
+    if table is None or table.size == 0:
+        return
+    session, row = np.nonzero(table[..., 0])
+    seen = table[session, row]
+    distance = np.hypot(seen[:, 1], seen[:, 2])
+    for i, r, dx, dz, radius, dist in zip(session.tolist(), row.tolist(), seen[:, 1].tolist(), seen[:, 2].tolist(),
+                                          seen[:, 3].tolist(), distance.tolist(), strict=True):
+        view, owner = views[i], sessions[i]
+        view.entities.append(EntityInfo(owner._names["obstacle"][r], "obstacle", (view.x + dx, 0.0, view.z + dz),
+                                        dist, {"obstacle_type": owner._obstacle_kinds[r], "radius": radius}))
