@@ -67,6 +67,16 @@ def decode_actions(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
     ``(B, A)`` for multi-agent ones. With ``single=True`` the entries are one env's
     action (no batch axis) and ``shape`` must be ``(1,)``.
     """
+    if single:
+        decoded = _decode_single(actions, space, params)
+        if decoded is not None:
+            return decoded
+    return _decode_arrays(actions, shape, space, params, single)
+
+
+def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
+                   params: WorldParams, single: bool) -> ToolActions:
+    """The general path of :func:`decode_actions`: any batch, every check, every error."""
     if not isinstance(actions, Mapping):
         raise ValueError(f"the action must be a dict with keys {ACTION_KEYS}, got {type(actions).__name__}")
     unknown = set(actions) - set(ACTION_KEYS)
@@ -184,3 +194,110 @@ def _checked_pair(arr, nvec, tool_id, check):
     second, ok_second = _index(arr[..., 1], int(nvec[1]))
     check(tool_id, ok_first & ok_second)
     return first, second
+
+
+# -- one env's action ------------------------------------------------------------------
+# A single env steps one action at a time, where the array path above costs more than the
+# whole tick. The common case (a well-formed, valid action of numpy values or Python
+# numbers) is decoded here with Python scalars; anything else returns None and takes the
+# array path, which raises or marks the action INVALID_PARAMS exactly as for a batch.
+
+_TAILS = {"tool": (), "move_to": (3,), "collect": (), "craft": (2,), "query_world": None, "send_message": (2,)}
+_QUERY_TAILS = {"radius": (1,), "filter": ()}
+
+
+def _decode_single(actions: Any, space: spaces.Dict, params: WorldParams) -> ToolActions | None:
+    """One env's action as :class:`ToolActions` of shape (1, 1), or None for the array path."""
+    if type(actions) is not dict or not _plain(actions, _TAILS):
+        return None
+    query = actions.get("query_world")
+    if query is not None and (type(query) is not dict or not _plain(query, _QUERY_TAILS)):
+        return None
+    tool = _plain_index(actions.get("tool"), len(TOOL_NAMES))
+    if tool is None:
+        return None
+    target_x = target_z = radius = 0.0
+    speed = 1.0
+    collect = recipe = station = query_filter = token = target = 0
+    if tool == MOVE_TO:
+        move = _plain_floats(actions.get("move_to"))
+        if move is None:
+            return None
+        target_x, target_z, speed = move
+        # the bounds as float32 values, as the array path compares them
+        w, top = float(np.float32(params.half_size)), float(np.float32(params.max_speed_multiplier))
+        if not (abs(target_x) <= w and abs(target_z) <= w and 0 < speed <= top):
+            return None
+    elif tool == COLLECT:
+        collect = _plain_index(actions.get("collect"), space.spaces["collect"].n)
+        if collect is None:
+            return None
+    elif tool == CRAFT:
+        recipe, station = _plain_pair(actions.get("craft"), space.spaces["craft"].nvec)
+        if station is None:
+            return None
+    elif tool == QUERY_WORLD:
+        query = query or {}
+        radius = params.query_radius_default
+        if query.get("radius") is not None:
+            radius = _plain_floats(query["radius"])[0]
+            if not 0 < radius <= float(np.float32(params.query_radius_max)):
+                return None
+        if query.get("filter") is not None:
+            query_filter = _plain_index(query["filter"], len(QUERY_FILTERS))
+            if query_filter is None:
+                return None
+    elif tool == SEND_MESSAGE:
+        token, target = _plain_pair(actions.get("send_message"), space.spaces["send_message"].nvec)
+        if target is None:
+            return None
+    # every field is a (1, 1) view of one of two small arrays: two allocations, not twelve
+    ints = np.array([tool, collect, recipe, station, query_filter, token, target], np.intp).reshape(7, 1, 1)
+    floats = np.array([target_x, target_z, speed, radius], np.float32).reshape(4, 1, 1)
+    return ToolActions(tool=ints[0], failure=np.zeros((1, 1), np.int8), target_x=floats[0], target_z=floats[1],
+                       speed=floats[2], collect_index=ints[1], recipe=ints[2], station=ints[3],
+                       query_radius=floats[3], query_filter=ints[4], message_token=ints[5], message_target=ints[6])
+
+
+def _plain(source: dict, tails: dict) -> bool:
+    """Whether every entry is a known key holding None or a numeric value of its shape."""
+    for key, value in source.items():
+        if key not in tails:
+            return False
+        tail = tails[key]
+        if value is None or tail is None:  # query_world is checked by the caller
+            continue
+        if isinstance(value, (np.ndarray, np.generic)):
+            if value.shape != tail or value.dtype.kind not in "biuf":
+                return False
+        elif type(value) not in (int, float) or tail != ():
+            return False
+    return True
+
+
+def _plain_index(value, n: int) -> int | None:
+    """An integer value in [0, n) as an int; None for anything else (floats, bools, out of range)."""
+    if type(value) is not int and not (isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "iu"):
+        return None
+    index = int(value)
+    return index if 0 <= index < n else None
+
+
+def _plain_pair(value, nvec) -> tuple[int | None, int | None]:
+    """Two integer values within ``nvec``; (None, None) for anything else."""
+    if value is None or value.dtype.kind not in "iu":
+        return None, None
+    first, second = value.tolist()
+    if 0 <= first < nvec[0] and 0 <= second < nvec[1]:
+        return first, second
+    return None, None
+
+
+def _plain_floats(value) -> list[float] | None:
+    """The values as float32 numbers (in Python floats), as the array path casts them."""
+    if value is None:
+        return None
+    if value.dtype != np.float32:
+        with np.errstate(over="ignore"):  # huge values become inf, which the checks reject
+            value = value.astype(np.float32)
+    return value.tolist()

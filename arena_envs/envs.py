@@ -100,7 +100,7 @@ class ArenaEnv(gym.Env):
         return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()
 
     def _info(self) -> dict[str, Any]:
-        return {k: v[0].item() for k, v in self.scenario.info(self.state).items()}
+        return {k: v.item() for k, v in self.scenario.info(self.state).items()}  # (1,) arrays: a batch of one
 
     def render(self) -> np.ndarray | None:
         """The world seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""

@@ -262,7 +262,7 @@ class Foraging:
         advance(p, self.slots, s, events)
         reward = (events.collected[:, 0] * F32(p.reward_per_resource)
                   - events.damage[:, 0] * F32(p.damage_penalty)).astype(F32)
-        terminated = ~s.ent_alive[:, self.slots.res].any(1) | ~s.alive[:, 0]
+        terminated = ~(s.ent_alive[:, self.slots.res].any(1) & s.alive[:, 0])
         truncated = (s.tick >= p.max_ticks) & ~terminated
         return reward, terminated, truncated
 
@@ -270,13 +270,9 @@ class Foraging:
 
     def observe(self, s: WorldState) -> dict[str, np.ndarray]:
         p, slots = self.params, self.slots
-        B = s.batch_size
-        agent = np.empty((B, 7), F32)
-        for column, value in enumerate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z)):
-            agent[:, column] = value[:, 0]
-        last_action = np.empty((B, 2), np.int64)
-        last_action[:, 0] = s.last_tool[:, 0]
-        last_action[:, 1] = s.last_code[:, 0]
+        # one agent: the (B, 1) columns join along axis 1 into (B, 7) and (B, 2)
+        agent = np.concatenate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z), axis=1, dtype=F32)
+        last_action = np.concatenate((s.last_tool, s.last_code), axis=1, dtype=np.int64)
         obstacles = relative(s, s.obst_x, s.obst_z)
         table = entity_table(p, slots, s, max(len(p.resource_types), len(HAZARD_TYPES)), obstacles)[:, 0]
         return {
@@ -286,7 +282,7 @@ class Foraging:
             "obstacles": obstacle_table(p, s, obstacles)[:, 0],
             "inventory": s.inventory[:, 0].astype(F32),
             "last_action": last_action,
-            "time_left": (p.max_ticks - s.tick).astype(F32)[:, None],
+            "time_left": np.subtract(p.max_ticks, s.tick[:, None], dtype=F32),
         }
 
     def info(self, s: WorldState) -> dict[str, np.ndarray]:
@@ -295,7 +291,7 @@ class Foraging:
         return {
             "score": score(collected, s.res_total, damage),
             "resources_collected": collected.copy(),
-            "resources_remaining": s.ent_alive[:, self.slots.res].sum(1).astype(np.int32),
+            "resources_remaining": s.ent_alive[:, self.slots.res].sum(1, dtype=np.int32),
             "damage_taken": damage.copy(),
             "health": s.health[:, 0].copy(),
         }
