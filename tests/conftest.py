@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -240,3 +242,29 @@ def world():
     yield factory
     for w in made:
         w.envs.close()
+
+
+# -- bad-input corpora: ways to break env j's entry of a batched action -------------------
+
+def break_entry(key: str, value, dtype=None, col: int | None = None) -> Callable:
+    """Break env j's entry ``key`` (``query_world.radius`` etc.); ``dtype`` recasts the whole field."""
+
+    def mutate(action: dict, j: int) -> None:
+        holder, name = (action["query_world"], key.split(".")[1]) if "." in key else (action, key)
+        if dtype is not None:
+            holder[name] = holder[name].astype(dtype)
+        if col is None:
+            holder[name][j] = value
+        else:
+            holder[name][j, col] = value
+
+    return mutate
+
+
+def drop_entry(key: str) -> Callable:
+    """Remove ``key`` from the whole batched action."""
+
+    def mutate(action: dict, j: int) -> None:
+        del action[key]
+
+    return mutate

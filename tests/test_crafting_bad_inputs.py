@@ -18,7 +18,9 @@ from conftest import (
     action_row,
     assert_snapshot_equal,
     assert_tree_equal,
+    break_entry,
     copy_action,
+    drop_entry,
     full_batch,
     obs_row,
     snapshot,
@@ -43,45 +45,25 @@ def warmed_up(count: int, steps: int = 60, **kwargs):
     return envs, obs, policy
 
 
-def _put(key: str, value, dtype=None, col: int | None = None) -> Callable:
-    def mutate(action: dict, j: int) -> None:
-        holder, name = (action["query_world"], key.split(".")[1]) if "." in key else (action, key)
-        if dtype is not None:
-            holder[name] = holder[name].astype(dtype)
-        if col is None:
-            holder[name][j] = value
-        else:
-            holder[name][j, col] = value
-
-    return mutate
-
-
-def _drop(key: str) -> Callable:
-    def mutate(action: dict, j: int) -> None:
-        del action[key]
-
-    return mutate
-
-
 CORPUS: dict[str, tuple[float, Callable]] = {
     # craft: a row of the recipe table, a row of the station table
-    "recipe -1": (TOOLS["craft"], _put("craft", -1, col=0)),
-    "recipe K": (TOOLS["craft"], _put("craft", K, col=0)),
-    "recipe 2**40": (TOOLS["craft"], _put("craft", 2**40, col=0)),
-    "station -1": (TOOLS["craft"], _put("craft", -1, col=1)),
-    "station S": (TOOLS["craft"], _put("craft", S, col=1)),
-    "recipe NaN float": (TOOLS["craft"], _put("craft", NAN, dtype=np.float64, col=0)),
-    "recipe inf float": (TOOLS["craft"], _put("craft", INF, dtype=np.float32, col=0)),
-    "station 0.5 float": (TOOLS["craft"], _put("craft", 0.5, dtype=np.float64, col=1)),
-    "craft missing": (TOOLS["craft"], _drop("craft")),
+    "recipe -1": (TOOLS["craft"], break_entry("craft", -1, col=0)),
+    "recipe K": (TOOLS["craft"], break_entry("craft", K, col=0)),
+    "recipe 2**40": (TOOLS["craft"], break_entry("craft", 2**40, col=0)),
+    "station -1": (TOOLS["craft"], break_entry("craft", -1, col=1)),
+    "station S": (TOOLS["craft"], break_entry("craft", S, col=1)),
+    "recipe NaN float": (TOOLS["craft"], break_entry("craft", NAN, dtype=np.float64, col=0)),
+    "recipe inf float": (TOOLS["craft"], break_entry("craft", INF, dtype=np.float32, col=0)),
+    "station 0.5 float": (TOOLS["craft"], break_entry("craft", 0.5, dtype=np.float64, col=1)),
+    "craft missing": (TOOLS["craft"], drop_entry("craft")),
     # the other tools, on Crafting's tables and world size
-    "move_to x 20.5": (TOOLS["move_to"], _put("move_to", 20.5, col=0)),
-    "move_to NaN": (TOOLS["move_to"], _put("move_to", NAN, col=1)),
-    "speed 0": (TOOLS["move_to"], _put("move_to", 0.0, col=2)),
-    "collect R": (TOOLS["collect"], _put("collect", R)),
-    "collect -1": (TOOLS["collect"], _put("collect", -1)),
-    "radius 51": (TOOLS["query_world"], _put("query_world.radius", 51.0, col=0)),
-    "message token 16": (TOOLS["send_message"], _put("send_message", 16, col=0)),
+    "move_to x 20.5": (TOOLS["move_to"], break_entry("move_to", 20.5, col=0)),
+    "move_to NaN": (TOOLS["move_to"], break_entry("move_to", NAN, col=1)),
+    "speed 0": (TOOLS["move_to"], break_entry("move_to", 0.0, col=2)),
+    "collect R": (TOOLS["collect"], break_entry("collect", R)),
+    "collect -1": (TOOLS["collect"], break_entry("collect", -1)),
+    "radius 51": (TOOLS["query_world"], break_entry("query_world.radius", 51.0, col=0)),
+    "message token 16": (TOOLS["send_message"], break_entry("send_message", 16, col=0)),
     "tool 7": (7, lambda action, j: None),
     "tool NaN float": (NAN, lambda action, j: None),
 }

@@ -21,7 +21,9 @@ from conftest import (
     action_row,
     assert_snapshot_equal,
     assert_tree_equal,
+    break_entry,
     copy_action,
+    drop_entry,
     make_single,
     make_vec,
     obs_row,
@@ -51,80 +53,58 @@ def warmed_up(count: int, seed: int = 5, steps: int = 15, **kwargs):
 
 # -- the corpus: (tool the bad env picks, how its parameters are broken) ------------------
 
-def _put(key: str, value, dtype=None, col: int | None = None) -> Callable:
-    """Break env j's entry ``key`` (``query_world.radius`` etc.); ``dtype`` recasts the whole field."""
-
-    def mutate(action: dict, j: int) -> None:
-        holder, name = (action["query_world"], key.split(".")[1]) if "." in key else (action, key)
-        if dtype is not None:
-            holder[name] = holder[name].astype(dtype)
-        if col is None:
-            holder[name][j] = value
-        else:
-            holder[name][j, col] = value
-
-    return mutate
-
-
-def _drop(key: str) -> Callable:
-    def mutate(action: dict, j: int) -> None:
-        del action[key]
-
-    return mutate
-
-
 def _nothing(action: dict, j: int) -> None:
     pass
 
 
 CORPUS: dict[str, tuple[float, Callable]] = {
     # move_to: target x, target z, speed
-    "move_to x NaN": (TOOLS["move_to"], _put("move_to", NAN, col=0)),
-    "move_to z NaN": (TOOLS["move_to"], _put("move_to", NAN, col=1)),
-    "move_to x +inf": (TOOLS["move_to"], _put("move_to", INF, col=0)),
-    "move_to z -inf": (TOOLS["move_to"], _put("move_to", -INF, col=1)),
-    "move_to x 25.5": (TOOLS["move_to"], _put("move_to", 25.5, col=0)),
-    "move_to z -30": (TOOLS["move_to"], _put("move_to", -30.0, col=1)),
-    "move_to x 1e30": (TOOLS["move_to"], _put("move_to", 1e30, col=0)),
-    "move_to x 1e300 float64": (TOOLS["move_to"], _put("move_to", 1e300, dtype=np.float64, col=0)),
-    "speed 0": (TOOLS["move_to"], _put("move_to", 0.0, col=2)),
-    "speed 3": (TOOLS["move_to"], _put("move_to", 3.0, col=2)),
-    "speed 2.001": (TOOLS["move_to"], _put("move_to", 2.001, col=2)),
-    "speed -1": (TOOLS["move_to"], _put("move_to", -1.0, col=2)),
-    "speed NaN": (TOOLS["move_to"], _put("move_to", NAN, col=2)),
-    "speed inf": (TOOLS["move_to"], _put("move_to", INF, col=2)),
+    "move_to x NaN": (TOOLS["move_to"], break_entry("move_to", NAN, col=0)),
+    "move_to z NaN": (TOOLS["move_to"], break_entry("move_to", NAN, col=1)),
+    "move_to x +inf": (TOOLS["move_to"], break_entry("move_to", INF, col=0)),
+    "move_to z -inf": (TOOLS["move_to"], break_entry("move_to", -INF, col=1)),
+    "move_to x 25.5": (TOOLS["move_to"], break_entry("move_to", 25.5, col=0)),
+    "move_to z -30": (TOOLS["move_to"], break_entry("move_to", -30.0, col=1)),
+    "move_to x 1e30": (TOOLS["move_to"], break_entry("move_to", 1e30, col=0)),
+    "move_to x 1e300 float64": (TOOLS["move_to"], break_entry("move_to", 1e300, dtype=np.float64, col=0)),
+    "speed 0": (TOOLS["move_to"], break_entry("move_to", 0.0, col=2)),
+    "speed 3": (TOOLS["move_to"], break_entry("move_to", 3.0, col=2)),
+    "speed 2.001": (TOOLS["move_to"], break_entry("move_to", 2.001, col=2)),
+    "speed -1": (TOOLS["move_to"], break_entry("move_to", -1.0, col=2)),
+    "speed NaN": (TOOLS["move_to"], break_entry("move_to", NAN, col=2)),
+    "speed inf": (TOOLS["move_to"], break_entry("move_to", INF, col=2)),
     # collect: a row of the resource table
-    "collect -1": (TOOLS["collect"], _put("collect", -1)),
-    "collect R": (TOOLS["collect"], _put("collect", R)),
-    "collect 1000": (TOOLS["collect"], _put("collect", 1000)),
-    "collect 2**40": (TOOLS["collect"], _put("collect", 2**40)),
-    "collect 2.5 float": (TOOLS["collect"], _put("collect", 2.5, dtype=np.float64)),
-    "collect NaN float": (TOOLS["collect"], _put("collect", NAN, dtype=np.float64)),
-    "collect inf float": (TOOLS["collect"], _put("collect", INF, dtype=np.float32)),
-    "collect -0.5 float": (TOOLS["collect"], _put("collect", -0.5, dtype=np.float64)),
+    "collect -1": (TOOLS["collect"], break_entry("collect", -1)),
+    "collect R": (TOOLS["collect"], break_entry("collect", R)),
+    "collect 1000": (TOOLS["collect"], break_entry("collect", 1000)),
+    "collect 2**40": (TOOLS["collect"], break_entry("collect", 2**40)),
+    "collect 2.5 float": (TOOLS["collect"], break_entry("collect", 2.5, dtype=np.float64)),
+    "collect NaN float": (TOOLS["collect"], break_entry("collect", NAN, dtype=np.float64)),
+    "collect inf float": (TOOLS["collect"], break_entry("collect", INF, dtype=np.float32)),
+    "collect -0.5 float": (TOOLS["collect"], break_entry("collect", -0.5, dtype=np.float64)),
     # craft: recipe, station (Foraging has one dummy of each)
-    "craft recipe -1": (TOOLS["craft"], _put("craft", -1, col=0)),
-    "craft recipe 1": (TOOLS["craft"], _put("craft", 1, col=0)),
-    "craft station 1": (TOOLS["craft"], _put("craft", 1, col=1)),
-    "craft station -1": (TOOLS["craft"], _put("craft", -1, col=1)),
-    "craft NaN float": (TOOLS["craft"], _put("craft", NAN, dtype=np.float64, col=0)),
-    "craft 0.5 float": (TOOLS["craft"], _put("craft", 0.5, dtype=np.float64, col=1)),
+    "craft recipe -1": (TOOLS["craft"], break_entry("craft", -1, col=0)),
+    "craft recipe 1": (TOOLS["craft"], break_entry("craft", 1, col=0)),
+    "craft station 1": (TOOLS["craft"], break_entry("craft", 1, col=1)),
+    "craft station -1": (TOOLS["craft"], break_entry("craft", -1, col=1)),
+    "craft NaN float": (TOOLS["craft"], break_entry("craft", NAN, dtype=np.float64, col=0)),
+    "craft 0.5 float": (TOOLS["craft"], break_entry("craft", 0.5, dtype=np.float64, col=1)),
     # query_world: radius in (0, 50], filter in [0, 5)
-    "radius 0": (TOOLS["query_world"], _put("query_world.radius", 0.0, col=0)),
-    "radius 51": (TOOLS["query_world"], _put("query_world.radius", 51.0, col=0)),
-    "radius NaN": (TOOLS["query_world"], _put("query_world.radius", NAN, col=0)),
-    "radius -5": (TOOLS["query_world"], _put("query_world.radius", -5.0, col=0)),
-    "radius inf": (TOOLS["query_world"], _put("query_world.radius", INF, col=0)),
-    "filter -1": (TOOLS["query_world"], _put("query_world.filter", -1)),
-    "filter 5": (TOOLS["query_world"], _put("query_world.filter", 5)),
-    "filter 1.5 float": (TOOLS["query_world"], _put("query_world.filter", 1.5, dtype=np.float64)),
-    "filter NaN float": (TOOLS["query_world"], _put("query_world.filter", NAN, dtype=np.float64)),
+    "radius 0": (TOOLS["query_world"], break_entry("query_world.radius", 0.0, col=0)),
+    "radius 51": (TOOLS["query_world"], break_entry("query_world.radius", 51.0, col=0)),
+    "radius NaN": (TOOLS["query_world"], break_entry("query_world.radius", NAN, col=0)),
+    "radius -5": (TOOLS["query_world"], break_entry("query_world.radius", -5.0, col=0)),
+    "radius inf": (TOOLS["query_world"], break_entry("query_world.radius", INF, col=0)),
+    "filter -1": (TOOLS["query_world"], break_entry("query_world.filter", -1)),
+    "filter 5": (TOOLS["query_world"], break_entry("query_world.filter", 5)),
+    "filter 1.5 float": (TOOLS["query_world"], break_entry("query_world.filter", 1.5, dtype=np.float64)),
+    "filter NaN float": (TOOLS["query_world"], break_entry("query_world.filter", NAN, dtype=np.float64)),
     # send_message: token in [0, 16), target in [0, 2) with one agent
-    "message token -1": (TOOLS["send_message"], _put("send_message", -1, col=0)),
-    "message token 16": (TOOLS["send_message"], _put("send_message", 16, col=0)),
-    "message target -1": (TOOLS["send_message"], _put("send_message", -1, col=1)),
-    "message target 2": (TOOLS["send_message"], _put("send_message", 2, col=1)),
-    "message NaN float": (TOOLS["send_message"], _put("send_message", NAN, dtype=np.float64, col=0)),
+    "message token -1": (TOOLS["send_message"], break_entry("send_message", -1, col=0)),
+    "message token 16": (TOOLS["send_message"], break_entry("send_message", 16, col=0)),
+    "message target -1": (TOOLS["send_message"], break_entry("send_message", -1, col=1)),
+    "message target 2": (TOOLS["send_message"], break_entry("send_message", 2, col=1)),
+    "message NaN float": (TOOLS["send_message"], break_entry("send_message", NAN, dtype=np.float64, col=0)),
     # the tool id itself
     "tool -1": (-1, _nothing),
     "tool 7": (7, _nothing),
@@ -134,10 +114,10 @@ CORPUS: dict[str, tuple[float, Callable]] = {
     "tool inf float": (INF, _nothing),
     "tool -0.5 float": (-0.5, _nothing),
     # the chosen tool's entry is missing from the batch
-    "move_to missing": (TOOLS["move_to"], _drop("move_to")),
-    "collect missing": (TOOLS["collect"], _drop("collect")),
-    "craft missing": (TOOLS["craft"], _drop("craft")),
-    "send_message missing": (TOOLS["send_message"], _drop("send_message")),
+    "move_to missing": (TOOLS["move_to"], drop_entry("move_to")),
+    "collect missing": (TOOLS["collect"], drop_entry("collect")),
+    "craft missing": (TOOLS["craft"], drop_entry("craft")),
+    "send_message missing": (TOOLS["send_message"], drop_entry("send_message")),
 }
 
 
