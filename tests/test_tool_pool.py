@@ -128,3 +128,47 @@ def test_bad_calls_in_a_batch_do_not_touch_other_sessions():
     env.reset(seed=12)
     alone = env.step({"tool": "move_to", "params": {"target": [5, 0, 5]}})[0]
     assert alone.position == good.observation.position
+
+
+def test_a_cancelled_caller_leaves_the_rest_of_its_batch_alone():
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=3)
+        for i in range(3):
+            await pool.acquire(i, seed=i)
+        calls = [asyncio.ensure_future(pool.call({"tool": "query_world", "params": {"radius": 30}}, id=i))
+                 for i in range(3)]
+        await asyncio.sleep(0)  # all three are now waiting on the same batch
+        calls[1].cancel()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        again = await pool.call({"tool": "idle", "params": {}}, id=1)  # the cancelled id goes on
+        return results, again
+
+    results, again = asyncio.run(main())
+    assert isinstance(results[1], asyncio.CancelledError)
+    for step in (results[0], results[2]):
+        assert step.observation.last_action_result.success
+        assert step.observation.query_result["entities"]
+    assert again.observation.last_action_result.success
+    assert again.observation.tick == 2  # the cancelled call's step still happened
+
+
+def test_a_failing_batch_reaches_every_caller_and_the_pool_goes_on():
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=2)
+        for i in range(2):
+            await pool.acquire(i, seed=i)
+        original = pool.scenario.step
+
+        def broken(*args):
+            raise RuntimeError("the core broke")
+
+        pool.scenario.step = broken
+        results = await asyncio.gather(*(pool.call({"tool": "idle", "params": {}}, id=i) for i in range(2)),
+                                       return_exceptions=True)
+        pool.scenario.step = original
+        after = await pool.call({"tool": "idle", "params": {}}, id=0)
+        return results, after
+
+    results, after = asyncio.run(main())
+    assert [str(r) for r in results] == ["the core broke"] * 2
+    assert after.observation.last_action_result.success

@@ -47,6 +47,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+class _Batch(asyncio.Future):
+    """The one future that every call of a flush awaits (one future per call costs more).
+
+    A caller that is cancelled must not cancel the batch for the others: refusing here
+    makes asyncio cancel that caller alone, as soon as the batch is done.
+    """
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
+
+
 class PoolStep(NamedTuple):
     observation: Observation
     reward: float
@@ -74,8 +85,8 @@ class ToolPool:
         self._owner: dict[Any, int] = {}
         self._free = list(range(size))
         self._freed = asyncio.Condition()
-        self._pending: dict[int, tuple[Any, asyncio.Future]] = {}
-        self._flush_scheduled = False
+        self._pending: dict[int, Any] = {}  # world -> the tool call waiting for the next flush
+        self._batch: _Batch | None = None
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -97,12 +108,13 @@ class ToolPool:
             world = self._owner[id]
         if world in self._pending:
             raise RuntimeError(f"id {id!r} already has a call in flight")
-        future = asyncio.get_running_loop().create_future()
-        self._pending[world] = (tool_call, future)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-        return await future
+        if not self._pending:  # the first call of a batch schedules its flush
+            loop = asyncio.get_running_loop()
+            self._batch = _Batch(loop=loop)
+            loop.call_soon(self._flush, self._batch)
+        batch = self._batch
+        self._pending[world] = tool_call
+        return (await batch)[world]
 
     async def release(self, id: Any) -> None:
         """Reset ``id``'s world and give it back to the pool (a no-op for an unknown id)."""
@@ -142,35 +154,30 @@ class ToolPool:
 
     # -- the batched step --------------------------------------------------------------
 
-    def _flush(self) -> None:
+    def _flush(self, batch: _Batch) -> None:
         """Step every world with a call waiting, all in one batched step."""
-        self._flush_scheduled = False
         pending, self._pending = self._pending, {}
-        if not pending:
-            return
         with _collector_paused():
-            self._advance(pending)
+            try:
+                steps = self._advance(pending)
+            except Exception as err:  # never leave a caller waiting forever
+                batch.set_exception(err)
+                return
+        batch.set_result(steps)
 
-    def _advance(self, pending: dict[int, tuple[Any, asyncio.Future]]) -> None:
+    def _advance(self, pending: dict[int, Any]) -> dict[int, PoolStep]:
+        """The step of every world in ``pending`` (world -> its tool call), keyed by world."""
         worlds = list(pending)
-        try:
-            actions = ToolActions.idle((self.size, 1))
-            for world, (tool_call, _) in pending.items():
-                self.sessions[world].encode(tool_call, actions)
-            active = np.zeros(self.size, bool)
-            active[worlds] = True
-            reward, terminated, truncated = self.scenario.step(self.state, actions, active)
-            observations, infos = self._observations(worlds)
-        except Exception as err:  # never leave a caller waiting forever
-            for _, future in pending.values():
-                if not future.cancelled():
-                    future.set_exception(err)
-            return
-        outcomes = zip(observations, infos, reward[worlds].tolist(), terminated[worlds].tolist(),
-                       truncated[worlds].tolist(), strict=True)
-        for (_, future), (observation, info, r, term, trunc) in zip(pending.values(), outcomes, strict=True):
-            if not future.cancelled():
-                future.set_result(PoolStep(observation, r, term, trunc, info))
+        actions = ToolActions.idle((self.size, 1))
+        for world, tool_call in pending.items():
+            self.sessions[world].encode(tool_call, actions)
+        active = np.zeros(self.size, bool)
+        active[worlds] = True
+        reward, terminated, truncated = self.scenario.step(self.state, actions, active)
+        observations, infos = self._observations(worlds)
+        outcomes = zip(worlds, observations, reward[worlds].tolist(), terminated[worlds].tolist(),
+                       truncated[worlds].tolist(), infos, strict=True)
+        return {world: PoolStep(*step) for world, *step in outcomes}
 
     def _observations(self, worlds: list[int], first: bool = False) -> tuple[list[Observation], list[dict]]:
         """The observations and infos of ``worlds``, built together from the batch's arrays."""
