@@ -268,3 +268,24 @@ def drop_entry(key: str) -> Callable:
         del action[key]
 
     return mutate
+
+
+def bad_clean_noop(base: dict, j: int, tool, mutate: Callable) -> tuple[dict, dict, dict]:
+    """From a valid batch ``base``: env j picks ``tool`` with its entries broken by ``mutate``;
+    the same batch with env j idling and its entries valid again; and with env j querying
+    its inventory (a tool that changes nothing). The other envs act alike in all three."""
+    bad = copy_action(base)
+    bad["tool"][j] = tool
+    mutate(bad, j)
+    clean = copy_action(bad)
+    clean["tool"][j] = IDLE_TOOL
+    for key, value in base.items():  # env j's entries back to valid ones
+        if key in clean and key != "tool":
+            if isinstance(value, dict):
+                for sub in value:
+                    clean[key][sub][j] = value[sub][j]
+            else:
+                clean[key][j] = value[j]
+    noop = copy_action(clean)
+    noop["tool"][j] = QUERY_INVENTORY_TOOL
+    return bad, clean, noop

@@ -18,6 +18,7 @@ from conftest import (
     action_row,
     assert_snapshot_equal,
     assert_tree_equal,
+    bad_clean_noop,
     break_entry,
     copy_action,
     drop_entry,
@@ -80,21 +81,7 @@ def build_case(name: str, policy, obs, j: int):
         base["tool"][(j + 1) % B] = valid_tool  # a neighbour uses the same tool, validly
     if not float(tool).is_integer():
         base["tool"] = base["tool"].astype(np.float64)
-    bad = copy_action(base)
-    bad["tool"][j] = tool
-    mutate(bad, j)
-    clean = copy_action(bad)
-    clean["tool"][j] = TOOLS["idle"]
-    for key, value in base.items():  # env j's entries back to valid ones
-        if key in clean and key != "tool":
-            if isinstance(value, dict):
-                for sub in value:
-                    clean[key][sub][j] = value[sub][j]
-            else:
-                clean[key][j] = value[j]
-    noop = copy_action(clean)
-    noop["tool"][j] = TOOLS["query_inventory"]
-    return bad, clean, noop
+    return bad_clean_noop(base, j, tool, mutate)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")

@@ -21,6 +21,7 @@ from conftest import (
     action_row,
     assert_snapshot_equal,
     assert_tree_equal,
+    bad_clean_noop,
     break_entry,
     copy_action,
     drop_entry,
@@ -134,21 +135,7 @@ def build_case(name: str, rng, obs, j: int):
     as_float = not float(tool).is_integer() or not np.isfinite(tool)
     if as_float:
         base["tool"] = base["tool"].astype(np.float64)
-    bad = copy_action(base)
-    bad["tool"][j] = tool
-    mutate(bad, j)
-    clean = copy_action(bad)
-    clean["tool"][j] = TOOLS["idle"]
-    for key, value in base.items():  # env j's entries back to valid ones
-        if key in clean and key != "tool":
-            if isinstance(value, dict):
-                for sub in value:
-                    clean[key][sub][j] = value[sub][j]
-            else:
-                clean[key][j] = value[j]
-    noop = copy_action(clean)
-    noop["tool"][j] = QUERY_INVENTORY_TOOL
-    return bad, clean, noop
+    return bad_clean_noop(base, j, tool, mutate)
 
 
 OVERFLOW = "ignore:overflow encountered in cast:RuntimeWarning"  # 1e300 does not fit a float32
