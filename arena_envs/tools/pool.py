@@ -157,13 +157,16 @@ class ToolPool:
     def _flush(self, batch: _Batch) -> None:
         """Step every world with a call waiting, all in one batched step."""
         pending, self._pending = self._pending, {}
-        with _collector_paused():
-            try:
-                steps = self._advance(pending)
-            except Exception as err:  # never leave a caller waiting forever
-                batch.set_exception(err)
-                return
-        batch.set_result(steps)
+        try:
+            with _collector_paused():
+                batch.set_result(self._advance(pending))
+        except Exception as err:
+            batch.set_exception(err)
+        finally:
+            # Callers wait on the batch even when cancelled (see _Batch), so it must always
+            # end, even when a KeyboardInterrupt or the like goes through.
+            if not batch.done():
+                batch.set_exception(RuntimeError("the pool's batched step was interrupted"))
 
     def _advance(self, pending: dict[int, Any]) -> dict[int, PoolStep]:
         """The step of every world in ``pending`` (world -> its tool call), keyed by world."""
