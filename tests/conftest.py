@@ -219,14 +219,7 @@ class World:
 
     def do(self, b: int, tool: str, others: int = IDLE_TOOL, **entries):
         """Step with env ``b`` using ``tool`` (entries override its parameters), others ``others``."""
-        action = self.actions(others)
-        action["tool"][b] = TOOLS[tool]
-        for key, value in entries.items():
-            if key in ("radius", "filter"):
-                action["query_world"][key][b] = value
-            else:
-                action[key][b] = value
-        return self.step(action)
+        return self.step(with_call(self.actions(others), b, tool, entries))
 
 
 @pytest.fixture
@@ -289,3 +282,14 @@ def bad_clean_noop(base: dict, j: int, tool, mutate: Callable) -> tuple[dict, di
     noop = copy_action(clean)
     noop["tool"][j] = QUERY_INVENTORY_TOOL
     return bad, clean, noop
+
+
+def with_call(action: dict, b: int, tool: str, entries: dict) -> dict:
+    """``action`` with env ``b`` using ``tool``, its ``entries`` set (``radius``/``filter`` for query_world)."""
+    action["tool"][b] = TOOLS[tool]
+    for key, value in entries.items():
+        if key in ("radius", "filter"):
+            action["query_world"][key][b] = value
+        else:
+            action[key][b] = value
+    return action

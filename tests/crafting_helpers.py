@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from conftest import TOOLS, full_batch
+from conftest import full_batch, with_call
 
 import arena_envs  # noqa: F401  (registers the environments)
 from arena_envs.scripted import ScriptedCrafter
@@ -106,14 +106,7 @@ class CraftWorld:
 
     def do(self, b: int, tool: str, **entries):
         """Step with env ``b`` using ``tool`` (entries override its parameters), the others idling."""
-        action = full_batch(self.n)
-        action["tool"][b] = TOOLS[tool]
-        for key, value in entries.items():
-            if key in ("radius", "filter"):
-                action["query_world"][key][b] = value
-            else:
-                action[key][b] = value
-        return self.step(action)
+        return self.step(with_call(full_batch(self.n), b, tool, entries))
 
     def craft(self, b: int, recipe: str, station: str):
         """``recipe`` by name (of this world's recipes) at the classic station of type ``station``."""
