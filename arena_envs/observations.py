@@ -13,7 +13,7 @@ from typing import Any
 Vec3 = tuple[float, float, float]
 
 
-@dataclass
+@dataclass(slots=True)
 class ResourceInfo:
     name: str
     type: str
@@ -21,7 +21,7 @@ class ResourceInfo:
     distance: float
 
 
-@dataclass
+@dataclass(slots=True)
 class HazardInfo:
     name: str
     type: str
@@ -30,7 +30,7 @@ class HazardInfo:
     damage: float
 
 
-@dataclass
+@dataclass(slots=True)
 class StationInfo:
     name: str
     type: str
@@ -39,14 +39,14 @@ class StationInfo:
     in_use: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class ItemInfo:
     id: str
     name: str
     quantity: int = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class EntityInfo:
     id: str
     type: str
@@ -55,7 +55,7 @@ class EntityInfo:
     metadata: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class RecipeInfo:
     name: str
     inputs: dict[str, int]
@@ -63,7 +63,7 @@ class RecipeInfo:
     ticks: int
 
 
-@dataclass
+@dataclass(slots=True)
 class ActionResult:
     success: bool
     error_code: str | None = None
@@ -71,7 +71,7 @@ class ActionResult:
     tool: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     from_agent: str
     content: str
@@ -91,7 +91,7 @@ class Inventory(list):
         return list.__contains__(self, name)
 
 
-@dataclass
+@dataclass(slots=True)
 class SimpleContext:
     """The beginner view of an observation."""
 
@@ -102,7 +102,7 @@ class SimpleContext:
     tick: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Observation:
     """Everything one agent perceives at one tick."""
 

@@ -129,6 +129,10 @@ class Param:
         return checked
 
     def _check_array(self, value: Any, tool: str, field: str) -> list[Any]:
+        if self.items == "number" and type(value) is list and len(value) == self.length:
+            numbers = _finite_floats(value)  # the common case, checked at once
+            if numbers is not None:
+                return numbers
         if type(value) is not list and hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
             value = value.tolist()  # a numpy (or similar) vector
         if not isinstance(value, (list, tuple)):
@@ -136,6 +140,10 @@ class Param:
         if self.length is not None and len(value) != self.length:
             raise _error(tool, field, f"must have exactly {self.length} items", value)
         return [_check_type(self.items, item, tool, field, index) for index, item in enumerate(value)]
+
+    @cached_property
+    def _targets(self) -> frozenset[str]:
+        return frozenset(self.shorthand_for)
 
     @cached_property
     def _constrained(self) -> bool:
@@ -195,6 +203,23 @@ def _check_type(json_type: str | None, value: Any, tool: str, field: str, index:
     return value
 
 
+_PLAIN_NUMBER_TYPES = frozenset((float, int))
+
+
+def _finite_floats(values: list[Any]) -> list[float] | None:
+    """``values`` as floats when every one is a plain finite float or int, else None (and
+    :func:`_check_type`, item by item, says what is wrong)."""
+    if not _PLAIN_NUMBER_TYPES.issuperset(map(type, values)):
+        return None
+    try:
+        numbers = [float(value) for value in values]
+    except OverflowError:  # an int too large for a float
+        return None
+    # NaN or an infinity makes the sum non-finite; so can a sum of huge finite values,
+    # which then merely takes the item-by-item path
+    return numbers if math.isfinite(sum(numbers)) else None
+
+
 def _item(field: str, index: int | None) -> str:
     return field if index is None else f"{field}[{index}]"
 
@@ -248,39 +273,33 @@ class ToolSpec:
 
         Shorthand arrays are expanded (``target`` becomes ``target_x``, ``target_y``,
         ``target_z``), defaults are filled in and omitted optional parameters are None.
+        (This runs on every tool call, so it tests the common case first.)
         """
-        if not isinstance(params, (dict, Mapping)):  # dict first: the common case, and quicker
+        if type(params) is not dict and not isinstance(params, Mapping):
             raise ToolCallError(
                 f"{self.name}: params must be a JSON object, got {json_type_name(params)}",
                 field="params",
             )
         known = self._names
-        for key in params:
-            if key not in known:
-                expected = ", ".join(sorted(known)) or "none"
-                raise ToolCallError(
-                    f"{self.name}: unknown parameter {key!r} (parameters: {expected})",
-                    field=str(key),
-                )
-        expanded: dict[str, Any] = {}  # already checked: an array's items have its targets' type
+        if not known.issuperset(params):
+            key = next(key for key in params if key not in known)
+            expected = ", ".join(sorted(known)) or "none"
+            raise ToolCallError(f"{self.name}: unknown parameter {key!r} (parameters: {expected})", field=str(key))
+        normalized: dict[str, Any] = {}  # expanded shorthands first: an array's items are already checked
         for shorthand in self._shorthands:
             value = params.get(shorthand.name, _ABSENT)
             if value is _ABSENT:
                 continue
-            for name in shorthand.shorthand_for:
-                if name in params:
-                    raise ToolCallError(
-                        f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, "
-                        "not both",
-                        field=shorthand.name,
-                    )
-            expanded.update(zip(shorthand.shorthand_for, shorthand.check(value, self.name), strict=True))
-        normalized = {}
-        for param in self._plain_params:
-            name = param.name
-            if name in expanded:
-                value = expanded[name]
-                normalized[name] = param.check(value, self.name) if param._constrained else value
+            if not shorthand._targets.isdisjoint(params):
+                raise ToolCallError(
+                    f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, not both",
+                    field=shorthand.name,
+                )
+            normalized.update(zip(shorthand.shorthand_for, shorthand.check(value, self.name), strict=True))
+        for name, param, constrained in self._plain_params:
+            if name in normalized:
+                if constrained:
+                    normalized[name] = param.check(normalized[name], self.name)
             elif name in params:
                 normalized[name] = param.check(params[name], self.name)
             elif param.required:
@@ -294,8 +313,9 @@ class ToolSpec:
         return [param for param in self.params if param.shorthand_for]
 
     @cached_property
-    def _plain_params(self) -> list[Param]:
-        return [param for param in self.params if not param.shorthand_for]
+    def _plain_params(self) -> list[tuple[str, Param, bool]]:
+        """``(name, param, constrained)`` of every parameter that is not a shorthand."""
+        return [(param.name, param, param._constrained) for param in self.params if not param.shorthand_for]
 
     @cached_property
     def _names(self) -> frozenset[str]:

@@ -92,15 +92,22 @@ class ToolSession:
         self.sent_message: Message | None = None  # the text of this agent's last send_message
 
     def begin(self) -> None:
-        """Learn the entity names of a freshly reset world (they hold for the whole episode)."""
-        slots, s, b = self.scenario.slots, self.state, self.world
-        self._names = {
-            "resource": entity_names(list(self.params.resource_types), s.ent_kind[b, slots.res]),
-            "hazard": entity_names(list(HAZARD_TYPES), s.ent_kind[b, slots.haz]),
-            "obstacle": entity_names(list(OBSTACLE_KINDS), s.obst_kind[b]),
-            "station": entity_names(list(self.params.station_types), s.ent_kind[b, slots.st]),
-        }
-        self._obstacle_kinds = [OBSTACLE_KINDS[kind] for kind in s.obst_kind[b].tolist()]
+        """Learn the entities of a freshly reset world: names, kinds and places hold for the
+        whole episode (only their distance and whether they are shown change)."""
+        slots, s, b, p = self.scenario.slots, self.state, self.world, self.params
+        kinds = {"resource": (p.resource_types, s.ent_kind[b, slots.res]),
+                 "hazard": (HAZARD_TYPES, s.ent_kind[b, slots.haz]),
+                 "station": (p.station_types, s.ent_kind[b, slots.st]),
+                 "obstacle": (OBSTACLE_KINDS, s.obst_kind[b])}
+        self._names = {category: entity_names(list(types), kind) for category, (types, kind) in kinds.items()}
+        places = {category: list(zip(s.ent_x[b, part].tolist(), s.ent_z[b, part].tolist(), strict=True))
+                  for category, part in (("resource", slots.res), ("hazard", slots.haz), ("station", slots.st))}
+        places["obstacle"] = list(zip(s.obst_x[b].tolist(), s.obst_z[b].tolist(), strict=True))
+        # (name, kind name, position) of every row: shared by this episode's observations,
+        # which only ever read them (the positions are tuples)
+        self._entities = {category: [(name, types[kind], (x, 0.0, z)) for name, kind, (x, z)
+                                     in zip(self._names[category], kind_rows.tolist(), places[category], strict=True)]
+                          for category, (types, kind_rows) in kinds.items()}
         # names are matched without regard to case
         self._rows = {category: {name.lower(): row for row, name in enumerate(names)}
                       for category, names in self._names.items()}
@@ -189,30 +196,25 @@ class ToolSession:
         views = _views(sessions)
         damage = [float(entry or per_s) for entry, per_s in zip(p.hazard_entry_damage, p.hazard_damage_per_s,
                                                                  strict=False)]
-        names = [session._names for session in sessions]
-        for i, r, visible, queried, dx, dz, dist, kind, _ in _shown_rows(arrays.get("resources"),
-                                                                         len(p.resource_types)):
-            view, name, kind = views[i], names[i]["resource"][r], p.resource_types[kind]
-            pos = (view.x + dx, 0.0, view.z + dz)
+        entities = [session._entities for session in sessions]
+        for i, r, visible, queried, dist, _ in _shown_rows(arrays.get("resources")):
+            view, (name, kind, pos) = views[i], entities[i]["resource"][r]
             if visible:
                 view.resources.append(ResourceInfo(name, kind, pos, dist))
                 view.entities.append(EntityInfo(name, "resource", pos, dist, {"resource_type": kind}))
             if queried:
                 view.queried.append({"name": name, "type": "resource", "resource_type": kind,
                                      "position": list(pos), "distance": dist})
-        for i, r, visible, queried, dx, dz, dist, kind, _ in _shown_rows(arrays.get("hazards"), len(HAZARD_TYPES)):
-            view, name, kind_name = views[i], names[i]["hazard"][r], HAZARD_TYPES[kind]
-            pos = (view.x + dx, 0.0, view.z + dz)
+        for i, r, visible, queried, dist, _ in _shown_rows(arrays.get("hazards")):
+            view, (name, kind, pos) = views[i], entities[i]["hazard"][r]
             if visible:
-                view.hazards.append(HazardInfo(name, kind_name, pos, dist, damage[kind]))
-                view.entities.append(EntityInfo(name, "hazard", pos, dist, {"hazard_type": kind_name}))
+                view.hazards.append(HazardInfo(name, kind, pos, dist, damage[HAZARD_TYPES.index(kind)]))
+                view.entities.append(EntityInfo(name, "hazard", pos, dist, {"hazard_type": kind}))
             if queried:
-                view.queried.append({"name": name, "type": "hazard", "hazard_type": kind_name,
+                view.queried.append({"name": name, "type": "hazard", "hazard_type": kind,
                                      "position": list(pos), "distance": dist})
-        for i, r, visible, queried, dx, dz, dist, kind, in_use in _shown_rows(arrays.get("stations"),
-                                                                              len(p.station_types)):
-            view, name, kind = views[i], names[i]["station"][r], p.station_types[kind]
-            pos, in_use = (view.x + dx, 0.0, view.z + dz), bool(in_use)
+        for i, r, visible, queried, dist, in_use in _shown_rows(arrays.get("stations")):
+            view, (name, kind, pos), in_use = views[i], entities[i]["station"][r], bool(in_use)
             if visible:
                 view.stations.append(StationInfo(name, kind, pos, dist, in_use))
                 view.entities.append(EntityInfo(name, "station", pos, dist, {"station_type": kind, "in_use": in_use}))
@@ -223,41 +225,40 @@ class ToolSession:
         return [session._assemble(view, info, first) for session, view, info in zip(sessions, views, infos,
                                                                                       strict=True)]
 
-    def _assemble(self, view: _View, info: dict[str, Any], first: bool, **custom: Any) -> Observation:
-        """The Observation of one session from what :meth:`observations` gathered for it."""
-        p = self.params
-        items = Inventory([ItemInfo(name, name, n) for name, n in zip(p.item_names, view.counts, strict=True) if n])
-        asked = not first and view.code == OK
+    def _assemble(self, view: _View, info: dict[str, Any], first: bool, **extra: Any) -> Observation:
+        """The Observation of one session from what :meth:`observations` gathered for it.
+
+        This runs once for every call of a pool's batch, so it builds no more than it must.
+        """
+        p, counts = self.params, view.counts
+        items = Inventory([ItemInfo(name, name, n) for name, n in zip(p.item_names, counts, strict=True) if n]
+                          if any(counts) else ())
         query_result = details = None
-        if asked and view.tool == QUERY_WORLD:
-            view.queried.sort(key=_by_distance)
-            query_result = {"entities": view.queried}
-        elif asked and view.tool == QUERY_INVENTORY:
-            details = {"items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)} for i in items],
-                       "capacity": p.inventory_capacity, "used": sum(view.counts)}
+        if not first and view.code == OK:
+            if view.tool == QUERY_WORLD:
+                view.queried.sort(key=_by_distance)
+                query_result = {"entities": view.queried}
+            elif view.tool == QUERY_INVENTORY:
+                details = {"items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)}
+                                     for i in items],
+                           "capacity": p.inventory_capacity, "used": sum(counts)}
         # the lists are this observation's own, so they are sorted in place
         view.resources.sort(key=_distance)
         view.hazards.sort(key=_distance)
         view.stations.sort(key=_distance)
+        custom = {**info, "time_limit": self._time_limit, "ticks_left": p.max_ticks - view.tick}
+        if self.recipes:
+            custom.update(self._crafting_status())
+        custom.update(extra)
+        recipes = {r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes}
+        # positional, in the order of Observation's fields: keywords cost twice as much here
         return Observation(
-            agent_id=self.agent_id,
-            tick=view.tick,
-            position=(view.x, 0.0, view.z),
-            velocity=None,
-            visible_entities=view.entities,
-            nearby_resources=view.resources,
-            nearby_hazards=view.hazards,
-            nearby_stations=view.stations,
-            available_recipes={r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes},
-            inventory=items,
-            health=view.health,
-            energy=view.energy,
-            last_action_result=None if first else self._result(view.tool, view.code),
-            query_result=query_result,
-            inventory_details=details,
-            messages=view.messages,
-            custom={**info, "time_limit": self._time_limit, "ticks_left": p.max_ticks - view.tick,
-                    **self._crafting_status(), **custom},
+            self.agent_id, view.tick, (view.x, 0.0, view.z),
+            None, None,  # rotation, velocity: not simulated
+            view.entities, view.resources, view.hazards, view.stations,
+            items, view.health, view.energy, recipes,
+            None if first else self._result(view.tool, view.code),
+            query_result, details, view.messages, custom,
         )
 
     def _item_type(self, name: str) -> str:
@@ -282,8 +283,8 @@ class ToolSession:
     def _result(self, tool: int, code: int) -> ActionResult:
         name = TOOL_NAMES[tool] if self._edge_error is None else self._last_call.get("tool") or "unknown"
         if code == OK:
-            return ActionResult(True, tool=name)
-        return ActionResult(False, RESULT_CODES[code], self._message(tool, code), tool=name)
+            return ActionResult(True, None, None, name)
+        return ActionResult(False, RESULT_CODES[code], self._message(tool, code), name)
 
     def _message(self, tool: int, code: int) -> str:
         if self._edge_error is not None:
@@ -378,17 +379,16 @@ def _views(sessions: Sequence[ToolSession]) -> list[_View]:
     return [_View(*row) for row in zip(*columns, strict=True)]
 
 
-def _shown_rows(table: np.ndarray | None, kinds: int) -> Iterator[tuple]:
-    """``(session, row, visible, queried, dx, dz, distance, kind, last column)`` of every entity
-    visible or in the query result, from a (sessions, rows, 5 + kinds ...) table (see
+def _shown_rows(table: np.ndarray | None) -> Iterator[tuple]:
+    """``(session, row, visible, queried, distance, last column)`` of every entity visible or
+    in the query result, from a (sessions, rows, 5 + kinds ...) table (see
     :func:`~arena_envs.world.entity_table`), in session then row order."""
     if table is None or table.size == 0:
         return iter(())
     session, row = np.nonzero((table[..., 0] != 0) | (table[..., 1] != 0))
     shown = table[session, row]
-    kind = shown[:, 5:5 + kinds].argmax(1) if kinds else np.zeros(len(row), np.intp)
-    columns = [shown[:, c].tolist() for c in (0, 1, 2, 3, 4)]
-    return zip(session.tolist(), row.tolist(), *columns, kind.tolist(), shown[:, -1].tolist(), strict=True)
+    return zip(session.tolist(), row.tolist(), shown[:, 0].tolist(), shown[:, 1].tolist(), shown[:, 4].tolist(),
+               shown[:, -1].tolist(), strict=True)
 
 
 def _add_obstacles(sessions: Sequence[ToolSession], views: list[_View], table: np.ndarray | None) -> None:
@@ -398,8 +398,7 @@ def _add_obstacles(sessions: Sequence[ToolSession], views: list[_View], table: n
     session, row = np.nonzero(table[..., 0])
     seen = table[session, row]
     distance = np.hypot(seen[:, 1], seen[:, 2])
-    for i, r, dx, dz, radius, dist in zip(session.tolist(), row.tolist(), seen[:, 1].tolist(), seen[:, 2].tolist(),
-                                          seen[:, 3].tolist(), distance.tolist(), strict=True):
-        view, owner = views[i], sessions[i]
-        view.entities.append(EntityInfo(owner._names["obstacle"][r], "obstacle", (view.x + dx, 0.0, view.z + dz),
-                                        dist, {"obstacle_type": owner._obstacle_kinds[r], "radius": radius}))
+    for i, r, radius, dist in zip(session.tolist(), row.tolist(), seen[:, 3].tolist(), distance.tolist(),
+                                  strict=True):
+        name, kind, pos = sessions[i]._entities["obstacle"][r]
+        views[i].entities.append(EntityInfo(name, "obstacle", pos, dist, {"obstacle_type": kind, "radius": radius}))
