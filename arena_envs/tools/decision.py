@@ -26,7 +26,7 @@ _MAX_NESTING = 4
 _MAX_EMBEDDED_ATTEMPTS = 200
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     """One tool call: which tool, its parameters and, optionally, why."""
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -178,15 +179,21 @@ class ToolPool:
         active[worlds] = True
         reward, terminated, truncated = self.scenario.step(self.state, actions, active)
         observations, infos = self._observations(worlds)
-        outcomes = zip(worlds, observations, reward[worlds].tolist(), terminated[worlds].tolist(),
-                       truncated[worlds].tolist(), infos, strict=True)
-        return {world: PoolStep(*step) for world, *step in outcomes}
+        steps = map(PoolStep, observations, reward[worlds].tolist(), terminated[worlds].tolist(),
+                    truncated[worlds].tolist(), infos)
+        return dict(zip(worlds, steps, strict=True))
 
     def _observations(self, worlds: list[int], first: bool = False) -> tuple[list[Observation], list[dict]]:
         """The observations and infos of ``worlds``, built together from the batch's arrays."""
         rows = np.array(worlds)
         arrays = {k: v[rows] for k, v in self.scenario.observe(self.state).items()}
         columns = {k: v[rows].tolist() for k, v in self.scenario.info(self.state).items()}
-        infos = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+        infos = _records(columns)
         sessions = [self.sessions[world] for world in worlds]
         return ToolSession.observations(sessions, arrays, infos, first), infos
+
+
+def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """One dict per row from equal-length columns: ``{"a": [1, 2]}`` gives ``[{"a": 1}, {"a": 2}]``
+    (built by ``map`` rather than a comprehension: this runs for every call of a batch)."""
+    return list(map(dict, map(zip, repeat(tuple(columns)), zip(*columns.values(), strict=True))))

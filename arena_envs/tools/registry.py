@@ -111,9 +111,13 @@ class Param:
 
     def check(self, value: Any, tool: str, field: str | None = None) -> Any:
         """Return ``value`` normalized (numbers as float, arrays as list) or raise ToolCallError."""
-        field = field or self.name
         if self.type == "array":
-            return self._check_array(value, tool, field)
+            if self.items == "number" and type(value) is list and len(value) == self.length:
+                numbers = _finite_floats(value)  # the common case, settled at once
+                if numbers is not None:
+                    return numbers
+            return self._check_array(value, tool, field or self.name)
+        field = field or self.name
         checked = _check_type(self.type, value, tool, field)
         if not self._constrained:
             return checked
@@ -129,10 +133,6 @@ class Param:
         return checked
 
     def _check_array(self, value: Any, tool: str, field: str) -> list[Any]:
-        if self.items == "number" and type(value) is list and len(value) == self.length:
-            numbers = _finite_floats(value)  # the common case, checked at once
-            if numbers is not None:
-                return numbers
         if type(value) is not list and hasattr(value, "tolist") and getattr(value, "ndim", None) == 1:
             value = value.tolist()  # a numpy (or similar) vector
         if not isinstance(value, (list, tuple)):
@@ -140,10 +140,6 @@ class Param:
         if self.length is not None and len(value) != self.length:
             raise _error(tool, field, f"must have exactly {self.length} items", value)
         return [_check_type(self.items, item, tool, field, index) for index, item in enumerate(value)]
-
-    @cached_property
-    def _targets(self) -> frozenset[str]:
-        return frozenset(self.shorthand_for)
 
     @cached_property
     def _constrained(self) -> bool:
@@ -212,7 +208,7 @@ def _finite_floats(values: list[Any]) -> list[float] | None:
     if not _PLAIN_NUMBER_TYPES.issuperset(map(type, values)):
         return None
     try:
-        numbers = [float(value) for value in values]
+        numbers = list(map(float, values))
     except OverflowError:  # an int too large for a float
         return None
     # NaN or an infinity makes the sum non-finite; so can a sum of huge finite values,
@@ -280,46 +276,45 @@ class ToolSpec:
                 f"{self.name}: params must be a JSON object, got {json_type_name(params)}",
                 field="params",
             )
-        known = self._names
+        known, shorthands, plain = self._plan
         if not known.issuperset(params):
             key = next(key for key in params if key not in known)
             expected = ", ".join(sorted(known)) or "none"
             raise ToolCallError(f"{self.name}: unknown parameter {key!r} (parameters: {expected})", field=str(key))
         normalized: dict[str, Any] = {}  # expanded shorthands first: an array's items are already checked
-        for shorthand in self._shorthands:
-            value = params.get(shorthand.name, _ABSENT)
+        for name, targets, target_set, check in shorthands:
+            value = params.get(name, _ABSENT)
             if value is _ABSENT:
                 continue
-            if not shorthand._targets.isdisjoint(params):
-                raise ToolCallError(
-                    f"{self.name}: give either '{shorthand.name}' or {_quoted(shorthand.shorthand_for)}, not both",
-                    field=shorthand.name,
-                )
-            normalized.update(zip(shorthand.shorthand_for, shorthand.check(value, self.name), strict=True))
-        for name, param, constrained in self._plain_params:
+            if not target_set.isdisjoint(params):
+                raise ToolCallError(f"{self.name}: give either '{name}' or {_quoted(targets)}, not both", field=name)
+            normalized.update(zip(targets, check(value, self.name), strict=True))
+        for name, check, constrained, required, default in plain:
             if name in normalized:
                 if constrained:
-                    normalized[name] = param.check(normalized[name], self.name)
+                    normalized[name] = check(normalized[name], self.name)
             elif name in params:
-                normalized[name] = param.check(params[name], self.name)
-            elif param.required:
+                normalized[name] = check(params[name], self.name)
+            elif required:
                 raise ToolCallError(self._missing_message(name), field=name)
             else:
-                normalized[name] = param.default
+                normalized[name] = default
         return normalized
+
+    @cached_property
+    def _plan(self) -> tuple[frozenset[str], tuple, tuple]:
+        """What :meth:`validate` needs, gathered once: the parameter names, ``(name, targets,
+        targets as a set, check)`` of each shorthand and ``(name, check, constrained, required, default)`` of
+        every other parameter, in declaration order."""
+        shorthands = tuple((p.name, p.shorthand_for, frozenset(p.shorthand_for), p.check)
+                           for p in self.params if p.shorthand_for)
+        plain = tuple((p.name, p.check, p._constrained, p.required, p.default)
+                      for p in self.params if not p.shorthand_for)
+        return frozenset(p.name for p in self.params), shorthands, plain
 
     @cached_property
     def _shorthands(self) -> list[Param]:
         return [param for param in self.params if param.shorthand_for]
-
-    @cached_property
-    def _plain_params(self) -> list[tuple[str, Param, bool]]:
-        """``(name, param, constrained)`` of every parameter that is not a shorthand."""
-        return [(param.name, param, param._constrained) for param in self.params if not param.shorthand_for]
-
-    @cached_property
-    def _names(self) -> frozenset[str]:
-        return frozenset(param.name for param in self.params)
 
     def _missing_message(self, name: str) -> str:
         message = f"{self.name}: missing required parameter '{name}'"

@@ -51,7 +51,7 @@ from arena_envs.world import (
 
 from .decision import parse_decision
 from .errors import ToolCallError
-from .registry import validate_params
+from .registry import UNIVERSAL_TOOLS
 
 FOOD = {"berry", "apple", "meal"}
 
@@ -88,7 +88,9 @@ class ToolSession:
         self._recipe_rows = {recipe.name.lower(): row for row, recipe in enumerate(self.recipes)}
         self._names: dict[str, list[str]] = {}
         self._edge_error: ToolCallError | None = None
-        self._last_call: dict[str, Any] = {}
+        # the tool and parameters of the last call, for the messages of its result
+        self._called: str | None = None
+        self._params: dict[str, Any] = {}
         self.sent_message: Message | None = None  # the text of this agent's last send_message
 
     def begin(self) -> None:
@@ -111,18 +113,17 @@ class ToolSession:
         # names are matched without regard to case
         self._rows = {category: {name.lower(): row for row, name in enumerate(names)}
                       for category, names in self._names.items()}
-        self._edge_error, self._last_call, self.sent_message = None, {}, None
+        self._edge_error, self._called, self._params, self.sent_message = None, None, {}, None
 
     def encode(self, call: Any, actions: ToolActions) -> None:
         """Write ``call`` into this agent's row of ``actions``; a bad call becomes its failure code."""
-        self._last_call, self._edge_error = {}, None
+        self._edge_error, self._called, self._params = None, None, {}
         row = (self.world, self.agent)
         try:
             decision = parse_decision(call)
-            self._last_call = {"tool": decision.tool}
-            params = validate_params(decision.tool, decision.params)
-            self._last_call.update(params)
-            self._encode(actions, row, decision.tool, params)
+            self._called = decision.tool
+            self._params = UNIVERSAL_TOOLS.spec(decision.tool).validate(decision.params)
+            self._encode(actions, row, decision.tool, self._params)
         except ToolCallError as err:
             actions.tool[row] = TOOL_NAMES.index("idle")
             actions.failure[row] = RESULT_CODES.index(err.code.value)
@@ -242,15 +243,17 @@ class ToolSession:
                 details = {"items": [{"name": i.name, "count": i.quantity, "type": self._item_type(i.name)}
                                      for i in items],
                            "capacity": p.inventory_capacity, "used": sum(counts)}
-        # the lists are this observation's own, so they are sorted in place
-        view.resources.sort(key=_distance)
-        view.hazards.sort(key=_distance)
-        view.stations.sort(key=_distance)
+        # the lists are this observation's own, so they are sorted in place (most hold 0 or 1)
+        for shown in (view.resources, view.hazards, view.stations):
+            if len(shown) > 1:
+                shown.sort(key=_distance)
         custom = {**info, "time_limit": self._time_limit, "ticks_left": p.max_ticks - view.tick}
+        recipes = {}
         if self.recipes:
             custom.update(self._crafting_status())
-        custom.update(extra)
-        recipes = {r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes}
+            recipes = {r.name: RecipeInfo(r.name, dict(r.inputs), r.station, r.ticks) for r in self.recipes}
+        if extra:
+            custom.update(extra)
         # positional, in the order of Observation's fields: keywords cost twice as much here
         return Observation(
             self.agent_id, view.tick, (view.x, 0.0, view.z),
@@ -281,7 +284,7 @@ class ToolSession:
         return {"goal": self.params.goal, "crafting": crafting}
 
     def _result(self, tool: int, code: int) -> ActionResult:
-        name = TOOL_NAMES[tool] if self._edge_error is None else self._last_call.get("tool") or "unknown"
+        name = TOOL_NAMES[tool] if self._edge_error is None else self._called or "unknown"
         if code == OK:
             return ActionResult(True, None, None, name)
         return ActionResult(False, RESULT_CODES[code], self._message(tool, code), name)
@@ -290,7 +293,7 @@ class ToolSession:
         if self._edge_error is not None:
             return self._edge_error.message
         s, p = self.state, self.params
-        target = self._last_call.get("target_name") or ""
+        target = self._params.get("target_name") or ""
         if tool == COLLECT and code == RESULT_CODES.index("OUT_OF_RANGE"):
             return (f"Target '{target}' is {float(s.last_value[self.world, self.agent]):.1f} units away, "
                     f"collection range is {p.collect_range:.1f}")
@@ -317,7 +320,7 @@ class ToolSession:
 
     def _craft_message(self, code: int) -> str:
         s, p, b, a = self.state, self.params, self.world, self.agent
-        item, station = self._last_call.get("item_name", ""), self._last_call.get("station_name", "")
+        item, station = self._params.get("item_name", ""), self._params.get("station_name", "")
         stations = self._names["station"]
         recipe = next((r for r in self.recipes if r.name.lower() == item.lower()), None)
         row = int(s.last_index[b, a])
