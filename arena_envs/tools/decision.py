@@ -155,11 +155,35 @@ def _is_call_like(data: dict[str, Any]) -> bool:
     return not _CALL_KEYS.isdisjoint(data)
 
 
+def parse_call(raw: Any) -> tuple[str, dict[str, Any]]:
+    """``(tool, params)`` of a tool call, as :func:`parse_decision` reads it.
+
+    A call already in the plain shape ``{"tool": ..., "params": {...}}`` is read at once,
+    its ``params`` not copied: for the env loop, which reads a call once and keeps nothing.
+    """
+    plain = _plain(raw)
+    if plain is not None:
+        return plain[0], plain[1]
+    decision = parse_decision(raw)
+    return decision.tool, decision.params
+
+
+def _plain(data: Any) -> tuple[str, dict[str, Any], str | None] | None:
+    """``(tool, params, reasoning)`` of a call in ``Decision.to_dict``'s shape, the usual one; else None."""
+    if type(data) is not dict or not data.keys() <= _PLAIN_KEYS:
+        return None
+    tool, params, reasoning = data.get("tool"), data.get("params", {}), data.get("reasoning")
+    if type(tool) is not str or type(params) is not dict or type(reasoning) not in (str, type(None)):
+        return None
+    tool = tool.strip()
+    return (tool, params, reasoning) if tool else None
+
+
 def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None = None) -> Decision:
-    if type(data) is dict and data.keys() <= _PLAIN_KEYS:  # the usual shape, read at once
-        tool, params, own_reasoning = data.get("tool"), data.get("params", {}), data.get("reasoning")
-        if type(tool) is str and tool.strip() and type(params) is dict and type(own_reasoning) in (str, type(None)):
-            return Decision(tool.strip(), dict(params), reasoning if own_reasoning is None else own_reasoning)
+    plain = _plain(data)
+    if plain is not None:
+        tool, params, own_reasoning = plain
+        return Decision(tool, dict(params), reasoning if own_reasoning is None else own_reasoning)
     if depth > _MAX_NESTING:
         raise ToolCallError("tool call is nested too deeply")
     own_reasoning = _reasoning(data)

@@ -49,7 +49,7 @@ from arena_envs.world import (
     ToolActions,
 )
 
-from .decision import parse_decision
+from .decision import parse_call
 from .errors import ToolCallError
 from .registry import UNIVERSAL_TOOLS
 
@@ -120,10 +120,10 @@ class ToolSession:
         self._edge_error, self._called, self._params = None, None, {}
         row = (self.world, self.agent)
         try:
-            decision = parse_decision(call)
-            self._called = decision.tool
-            self._params = UNIVERSAL_TOOLS.spec(decision.tool).validate(decision.params)
-            self._encode(actions, row, decision.tool, self._params)
+            tool, params = parse_call(call)
+            self._called = tool
+            self._params = UNIVERSAL_TOOLS.spec(tool).validate(params)
+            self._encode(actions, row, tool, self._params)
         except ToolCallError as err:
             actions.tool[row] = TOOL_NAMES.index("idle")
             actions.failure[row] = RESULT_CODES.index(err.code.value)
