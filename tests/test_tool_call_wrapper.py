@@ -1,6 +1,7 @@
 """ToolCallWrapper: the seed's Common Patterns run unchanged as agents on Foraging."""
 
 import json
+import math
 
 import gymnasium as gym
 import pytest
@@ -156,3 +157,25 @@ def test_simple_context_and_text():
     text = obs.to_text()
     assert "agent_1" in text and nearest["name"] in text
     assert json.dumps(obs.to_dict())
+
+
+CLASSIC_PLACES = {  # DESIGN §6: the Agent Arena scene
+    "Berry1": (-5.0, 0.0, 3.0), "Berry2": (4.0, 0.0, -6.0), "Berry3": (-1.0, 0.0, -5.0),
+    "Stone1": (7.0, 0.0, 4.0), "Stone2": (-8.0, 0.0, -3.0), "Wood1": (9.0, 0.0, -2.0), "Wood2": (-4.0, 0.0, 8.0),
+    "Pit1": (1.0, 0.0, 1.0), "Pit2": (-3.0, 0.0, -3.0),
+}
+
+
+def test_entities_keep_their_places_and_distances_follow_the_agent():
+    env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0", layout="classic"))
+    env.reset(seed=0)
+    obs, *_ = env.step({"tool": "query_world", "params": {"radius": 50}})
+    assert {e["name"]: tuple(e["position"]) for e in obs.query_result["entities"]} == CLASSIC_PLACES
+    for _ in range(14):  # walking toward Berry1, past Wood2
+        obs, *_ = env.step({"tool": "move_to", "params": {"target": [-5, 0, 3]}})
+        x, _, z = obs.position
+        assert obs.nearby_resources
+        for seen in [*obs.nearby_resources, *obs.nearby_hazards]:
+            assert seen.position == CLASSIC_PLACES[seen.name]
+            assert seen.distance == pytest.approx(math.hypot(seen.position[0] - x, seen.position[2] - z), abs=1e-4)
+    assert obs.nearby_resources[0].name == "Berry1" and obs.nearby_resources[0].distance < 2.5

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena_envs.tools import Decision, ErrorCode, ToolCallError, parse_decision
-from arena_envs.tools.decision import MAX_OUTPUT_CHARS
+from arena_envs.tools.decision import MAX_OUTPUT_CHARS, parse_call
 
 MOVE = Decision("move_to", {"target": [12.0, 0.0, 6.0], "speed": 1.5})
 
@@ -354,3 +354,30 @@ def test_any_json_value_gives_a_decision_or_a_tool_call_error(value):
         else:
             assert isinstance(decision.tool, str) and decision.tool
             assert isinstance(decision.params, dict)
+
+
+# --- parse_call: the env loop's reader --------------------------------------------------
+
+PLAIN_AND_NOT = {
+    **READABLE,
+    "plain with reasoning": {"tool": "collect", "params": {"target_name": "Berry1"}, "reasoning": "near"},
+    "plain without params": {"tool": "idle"},
+    "plain with padded name": {"tool": " idle ", "params": {}},
+    "plain with blank name": {"tool": "  ", "params": {}},
+    "plain with params not an object": {"tool": "idle", "params": [1]},
+    "plain with reasoning not text": {"tool": "idle", "params": {}, "reasoning": 3},
+    "a Decision": Decision("move_to", {"target": [1, 0, 2]}),
+}
+
+
+@pytest.mark.parametrize("raw", [*PLAIN_AND_NOT.values(), *GARBAGE.values()],
+                         ids=[*PLAIN_AND_NOT, *(f"garbage: {name}" for name in GARBAGE)])
+def test_parse_call_reads_exactly_what_parse_decision_reads(raw):
+    try:
+        decision = parse_decision(raw)
+    except ToolCallError as error:
+        with pytest.raises(ToolCallError) as caught:
+            parse_call(raw)
+        assert (caught.value.code, caught.value.message) == (error.code, error.message)
+    else:
+        assert parse_call(raw) == (decision.tool, decision.params)

@@ -459,3 +459,26 @@ def test_integer_and_boolean_parameters():
 def test_inconsistent_declarations_are_refused(declare):
     with pytest.raises(ValueError):
         declare()
+
+
+# --- the number-array fast path -----------------------------------------------------------
+
+NUMBER_ITEMS = st.one_of(
+    st.floats(),  # NaN and infinities included
+    st.integers(),
+    st.sampled_from([10**400, -(10**400), 1e308, -1e308, True, False, "1", None, [1]]),
+)
+
+
+def _outcome(check):
+    try:
+        return "accepted", check()
+    except ToolCallError as error:
+        return "refused", error.message
+
+
+@given(st.one_of(st.lists(NUMBER_ITEMS, max_size=4), st.tuples(NUMBER_ITEMS, NUMBER_ITEMS, NUMBER_ITEMS)))
+def test_number_arrays_settled_at_once_agree_with_the_item_by_item_check(values):
+    target = next(param for param in UNIVERSAL_TOOLS["move_to"].params if param.name == "target")
+    item_by_item = _outcome(lambda: target._check_array(values, "move_to", "target"))
+    assert _outcome(lambda: target.check(values, "move_to")) == item_by_item
