@@ -133,8 +133,8 @@ def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
 def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str]]:
     """Tool calls/s: the async pool stepping all sessions together vs a loop over wrapped single envs.
 
-    The two rows' timing windows alternate, so that both see the same state of the machine
-    and their ratio holds even when its speed drifts during the run.
+    The two rows' timing windows alternate, many short ones, so that both see the same
+    states of a machine whose speed drifts, and each row keeps its best window.
     """
     import asyncio
 
@@ -143,7 +143,8 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
 
     calls = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
     calls += [{"tool": "query_world", "params": {"radius": 15}}, '{"tool": "idle", "params": {}}']
-    window = seconds / WINDOWS
+    windows = 4 * WINDOWS
+    window = seconds / windows
 
     pool = ToolPool("arena_envs/Foraging-v0", size=sessions)
     calls_made = list(range(sessions))  # session i's next call is calls[calls_made[i] % len(calls)]
@@ -170,12 +171,12 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
         env.reset(seed=i)
 
     def loop_window(seconds: float) -> float:
-        rounds, start = 0, time.perf_counter()
+        done, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            for j, env in enumerate(envs):
-                env.step(calls[(rounds + j) % len(calls)])
-            rounds += 1
-        return rounds * sessions / (time.perf_counter() - start)
+            env = envs[done % sessions]  # round after round over the envs, as the pool's sessions go
+            env.step(calls[(done // sessions + done) % len(calls)])
+            done += 1
+        return done / (time.perf_counter() - start)
 
     loop = asyncio.new_event_loop()
     try:
@@ -183,7 +184,7 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
         loop.run_until_complete(pool_window(0.05))  # warm-up
         loop_window(0.05)
         pool_rates, loop_rates = [], []
-        for _ in range(WINDOWS):
+        for _ in range(windows):
             pool_rates.append(loop.run_until_complete(pool_window(window)))
             loop_rates.append(loop_window(window))
     finally:

@@ -82,6 +82,12 @@ def test_bench_prints_a_table_with_ratios(capsys):
     assert "CartPole" in capsys.readouterr().out
 
 
+def test_bench_tool_call_rows_measure_both_ways_of_calling():
+    pool, loop = bench.tool_call_rows(0.03, sessions=4)
+    assert pool[0] == "Tool calls: ToolPool, 4 async sessions" and pool[1] > 0
+    assert loop[0] == "Tool calls: ToolCallWrapper loop over 4 single envs" and loop[1] > 0
+
+
 def test_arena_bench_console_script_exits_zero():
     script = Path(sys.executable).with_name("arena-bench")
     done = subprocess.run([str(script), "--seconds", "0.01", "--only", "reference"], capture_output=True, text=True)
