@@ -1,7 +1,9 @@
 """ToolCallWrapper: the seed's Common Patterns run unchanged as agents on Foraging."""
 
+import copy
 import json
 import math
+import pickle
 
 import gymnasium as gym
 import pytest
@@ -179,3 +181,12 @@ def test_entities_keep_their_places_and_distances_follow_the_agent():
             assert seen.position == CLASSIC_PLACES[seen.name]
             assert seen.distance == pytest.approx(math.hypot(seen.position[0] - x, seen.position[2] - z), abs=1e-4)
     assert obs.nearby_resources[0].name == "Berry1" and obs.nearby_resources[0].distance < 2.5
+
+
+def test_observations_pickle_and_copy():
+    env = ToolCallWrapper(gym.make("arena_envs/Crafting-v0"))
+    obs, _ = env.reset(seed=1)
+    assert obs.available_recipes and obs.nearby_stations
+    assert pickle.loads(pickle.dumps(obs)) == obs
+    assert copy.deepcopy(obs) == obs
+    assert json.loads(json.dumps(obs.to_dict()))["agent_id"] == obs.agent_id
