@@ -7,6 +7,7 @@ import pickle
 
 import gymnasium as gym
 import pytest
+from gymnasium.error import ResetNeeded
 
 import arena_envs  # noqa: F401
 from arena_envs.observations import Observation, SimpleContext
@@ -190,3 +191,11 @@ def test_observations_pickle_and_copy():
     assert pickle.loads(pickle.dumps(obs)) == obs
     assert copy.deepcopy(obs) == obs
     assert json.loads(json.dumps(obs.to_dict()))["agent_id"] == obs.agent_id
+
+
+def test_step_before_reset_is_a_clear_error():
+    env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0"))
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.step({"tool": "idle", "params": {}})
+    env.reset(seed=0)
+    assert env.step({"tool": "idle", "params": {}})[0].last_action_result.success

@@ -27,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.error import ResetNeeded
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import BaseParallelWrapper
 
@@ -62,6 +63,8 @@ class ToolCallWrapper(gym.Wrapper):
         return self.session.observation(arrays, info, first=True), info
 
     def step(self, call: Any):
+        if not self.session.begun:
+            raise ResetNeeded("Cannot call step() before reset()")
         actions = ToolActions.idle((1, 1))
         self.session.encode(call, actions)
         arrays, reward, terminated, truncated, info = self.arena.step_tools(actions)

@@ -87,6 +87,7 @@ class ToolSession:
         self._time_limit = self.params.max_ticks * self.params.dt
         self._recipe_rows = {recipe.name.lower(): row for row, recipe in enumerate(self.recipes)}
         self._names: dict[str, list[str]] = {}
+        self._entities: dict[str, list[tuple[str, str, tuple[float, float, float]]]] | None = None  # see begin
         self._edge_error: ToolCallError | None = None
         # the tool and parameters of the last call, for the messages of its result
         self._called: str | None = None
@@ -114,6 +115,11 @@ class ToolSession:
         self._rows = {category: {name.lower(): row for row, name in enumerate(names)}
                       for category, names in self._names.items()}
         self._edge_error, self._called, self._params, self.sent_message = None, None, {}, None
+
+    @property
+    def begun(self) -> bool:
+        """Whether :meth:`begin` has learnt the world since this session was made."""
+        return self._entities is not None
 
     def encode(self, call: Any, actions: ToolActions) -> None:
         """Write ``call`` into this agent's row of ``actions``; a bad call becomes its failure code."""
