@@ -381,3 +381,20 @@ def test_parse_call_reads_exactly_what_parse_decision_reads(raw):
         assert (caught.value.code, caught.value.message) == (error.code, error.message)
     else:
         assert parse_call(raw) == (decision.tool, decision.params)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ({"tool": " idle ", "params": {}}, ("idle", {})),
+    ({"tool": "collect", "params": {"target_name": "Berry1"}, "reasoning": "near"},
+     ("collect", {"target_name": "Berry1"})),
+    ({"tool": "query_inventory"}, ("query_inventory", {})),
+    ('{"tool": "move_to", "params": {"target": [1, 0, 2]}}', ("move_to", {"target": [1, 0, 2]})),
+])
+def test_parse_call_gives_the_tool_stripped_and_its_params(raw, expected):
+    assert parse_call(raw) == expected
+
+
+@pytest.mark.parametrize("raw", [{"tool": "  ", "params": {}}, {"tool": "idle", "params": [1]}])
+def test_parse_call_refuses_a_plain_shape_with_bad_parts(raw):
+    with pytest.raises(ToolCallError):
+        parse_call(raw)

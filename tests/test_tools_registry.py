@@ -1,11 +1,12 @@
 """The universal tool registry: schemas, validation, and their agreement."""
 
 import json
+import math
 
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from arena_envs.tools import (
@@ -477,7 +478,14 @@ def _outcome(check):
         return "refused", error.message
 
 
-@given(st.one_of(st.lists(NUMBER_ITEMS, max_size=4), st.tuples(NUMBER_ITEMS, NUMBER_ITEMS, NUMBER_ITEMS)))
+@given(st.one_of(st.lists(NUMBER_ITEMS, min_size=3, max_size=3),  # the length that takes the fast path
+                 st.lists(NUMBER_ITEMS, max_size=4), st.tuples(NUMBER_ITEMS, NUMBER_ITEMS, NUMBER_ITEMS)))
+@example([math.nan, 0.0, 0.0])
+@example([0, math.inf, 0])
+@example([10**400, -(10**400), 0])
+@example([1e308, 1e308, 0.0])  # finite items whose sum overflows
+@example([True, 0, 0])
+@example([1, 2.5, -3])
 def test_number_arrays_settled_at_once_agree_with_the_item_by_item_check(values):
     target = next(param for param in UNIVERSAL_TOOLS["move_to"].params if param.name == "target")
     item_by_item = _outcome(lambda: target._check_array(values, "move_to", "target"))

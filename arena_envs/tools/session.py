@@ -201,8 +201,8 @@ class ToolSession:
             return []
         p = sessions[0].params
         views = _views(sessions)
-        damage = [float(entry or per_s) for entry, per_s in zip(p.hazard_entry_damage, p.hazard_damage_per_s,
-                                                                 strict=False)]
+        damage = {kind: float(entry or per_s) for kind, entry, per_s
+                  in zip(HAZARD_TYPES, p.hazard_entry_damage, p.hazard_damage_per_s, strict=False)}
         entities = [session._entities for session in sessions]
         for i, r, visible, queried, dist, _ in _shown_rows(arrays.get("resources")):
             view, (name, kind, pos) = views[i], entities[i]["resource"][r]
@@ -215,7 +215,7 @@ class ToolSession:
         for i, r, visible, queried, dist, _ in _shown_rows(arrays.get("hazards")):
             view, (name, kind, pos) = views[i], entities[i]["hazard"][r]
             if visible:
-                view.hazards.append(HazardInfo(name, kind, pos, dist, damage[HAZARD_TYPES.index(kind)]))
+                view.hazards.append(HazardInfo(name, kind, pos, dist, damage[kind]))
                 view.entities.append(EntityInfo(name, "hazard", pos, dist, {"hazard_type": kind}))
             if queried:
                 view.queried.append({"name": name, "type": "hazard", "hazard_type": kind,
