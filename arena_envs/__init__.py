@@ -13,23 +13,23 @@ from gymnasium.envs.registration import register, registry
 
 __version__ = "0.1.0"
 
-_ENVS = {
-    "arena_envs/Foraging-v0": "arena_envs.foraging:ForagingEnv",
-    "arena_envs/Crafting-v0": "arena_envs.crafting:CraftingEnv",
-    "arena_envs/TreasureHunt-v0": "arena_envs.treasure_hunt.env:TreasureHuntEnv",
+# Every 2D scenario is registered through the same two factories of arena_envs.envs; team
+# capture has only the vector form in Gymnasium (its single-world forms are PettingZoo's).
+_SCENARIOS = {
+    "arena_envs/Foraging-v0": "foraging",
+    "arena_envs/Crafting-v0": "crafting",
+    "arena_envs/TeamCapture-v0": "team_capture",
 }
 
 
 def _register_all() -> None:
-    for env_id, entry_point in _ENVS.items():
-        if env_id in registry:
-            continue
-        module, cls = entry_point.split(":")
-        register(
-            id=env_id,
-            entry_point=entry_point,
-            vector_entry_point=f"{module}:{cls.removesuffix('Env')}VectorEnv",
-        )
+    for env_id, scenario in _SCENARIOS.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point=None if scenario == "team_capture" else "arena_envs.envs:make_env",
+                     vector_entry_point="arena_envs.envs:make_vector_env", kwargs={"scenario": scenario})
+    if "arena_envs/TreasureHunt-v0" not in registry:
+        register(id="arena_envs/TreasureHunt-v0", entry_point="arena_envs.treasure_hunt.env:TreasureHuntEnv",
+                 vector_entry_point="arena_envs.treasure_hunt.env:TreasureHuntVectorEnv")
 
 
 _register_all()

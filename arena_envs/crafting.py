@@ -80,7 +80,7 @@ ticks of 0.1 s.
 
 ## Info
 
-``score``, the Agent Arena crafting score ``max(0, 50·goal + 0.3·recipe_efficiency −
+``success`` (the goal item made) and ``score``, the Agent Arena crafting score ``max(0, 50·goal + 0.3·recipe_efficiency −
 5·waste)``, where ``goal`` is 1 once the goal item is made, ``recipe_efficiency`` is
 100 × crafts completed / ``craft`` calls, and ``waste`` counts the raw materials that
 crafting used up without them ending in the goal item (or, before it is made, in the
@@ -119,8 +119,7 @@ import numpy as np
 from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
-from arena_envs.envs import ArenaEnv, ArenaVectorEnv, step_subset
-from arena_envs.render import INK, Canvas, default_status
+from arena_envs.batch import step_subset
 from arena_envs.world import (
     CRAFT,
     F32,
@@ -185,7 +184,6 @@ CLASSIC_RESOURCES = (
 CLASSIC_SPAWN = (0.0, 10.0)
 
 CANDIDATES = 16  # placement tries per entity in the random layout
-CRAFTING_COLOUR = (200, 130, 0)  # a station in use, and the craft's progress
 STATION_SPACING = 6.0  # random stations keep this far apart, so that each has its own spot
 
 
@@ -370,7 +368,8 @@ class Crafting:
 
     # -- reset ---------------------------------------------------------------------------
 
-    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator],
+              seeds: Sequence[int | None] | None = None) -> None:
         """Lay out fresh worlds at ``index``, each drawing from its own generator."""
         if len(index) == 0:
             return
@@ -509,6 +508,7 @@ class Crafting:
         goal = (s.inventory[:, 0, self.goal_item] > 0).astype(np.int32)
         waste = self.waste(s)
         return {
+            "success": goal > 0,
             "score": score(goal, efficiency, waste),
             "goal_crafted": goal,
             "items_crafted": done.copy(),
@@ -533,31 +533,6 @@ class Crafting:
         useful = np.where(goal_made, self._goal_value, useful)
         return np.maximum(s.extra["raw_spent"] - useful, F32(0))
 
-    # -- rendering (hooks of arena_envs.render.render_frame) ---------------------------------
-
-    def draw_extras(self, canvas: Canvas, s: WorldState, world: int) -> None:
-        """A station in use gets an outline, the recipe's name and a bar of the craft's progress;
-        the inventory is listed in the map's top-left corner."""
-        for a in np.flatnonzero(s.craft_left[world] > 0):
-            recipe = self.params.recipes[s.craft_recipe[world, a]]
-            station = self.slots.st.start + s.craft_station[world, a]
-            x, z = s.ent_x[world, station], s.ent_z[world, station]
-            canvas.square(x, z, 1.5, CRAFTING_COLOUR, ring=0.35)
-            canvas.bar(x, z - 2.2, 4.0, 1 - s.craft_left[world, a] / recipe.ticks, CRAFTING_COLOUR)
-            canvas.label(x, z - 3.5, recipe.name)
-        held = [f"{name} {n}" for name, n in zip(self.params.item_names, s.inventory[world, 0], strict=True) if n]
-        for row, line in enumerate(["inventory:", *held] if held else []):
-            canvas.write(line, 4 + 12 * row, 4)
-
-    def status_line(self, s: WorldState, world: int) -> list[tuple[str, tuple[int, int, int]]]:
-        """Tick, score and health, then the craft in progress and its ticks done of the recipe's."""
-        pieces = [(default_status(self, s, world), INK)]
-        if s.craft_left[world, 0] > 0:
-            recipe = self.params.recipes[s.craft_recipe[world, 0]]
-            done = recipe.ticks - s.craft_left[world, 0]
-            pieces.append((f"  {recipe.name} {done}/{recipe.ticks}", CRAFTING_COLOUR))
-        return pieces
-
     def _craftable(self, inventory: np.ndarray) -> np.ndarray:
         craftable = np.empty((len(inventory), self.recipes.size), F32)
         for k, inputs in enumerate(self._inputs):
@@ -571,19 +546,3 @@ class Crafting:
 def score(goal: np.ndarray, efficiency: np.ndarray, waste: np.ndarray) -> np.ndarray:
     """The Agent Arena crafting score: max(0, 50·goal + 0.3·recipe_efficiency − 5·waste)."""
     return np.maximum(0.0, 50.0 * goal + 0.3 * efficiency - 5.0 * waste).astype(F32)
-
-
-class CraftingEnv(ArenaEnv):
-    __doc__ = __doc__
-
-    def __init__(self, render_mode: str | None = None, params: CraftingParams | None = None, **kwargs):
-        super().__init__(Crafting(params, **kwargs), render_mode=render_mode)
-
-
-class CraftingVectorEnv(ArenaVectorEnv):
-    __doc__ = __doc__
-
-    def __init__(self, num_envs: int = 1, render_mode: str | None = None,
-                 params: CraftingParams | None = None, autoreset_mode="NextStep", **kwargs):
-        super().__init__(Crafting(params, **kwargs), num_envs, autoreset_mode=autoreset_mode,
-                         render_mode=render_mode)

@@ -1,114 +1,108 @@
-"""Gymnasium adapters over a scenario: a single env (a batch of one) and the native vector env.
+"""Gymnasium adapters over the batch engine, and the one factory every scenario is registered through.
 
-Both read and write the same :class:`~arena_envs.world.WorldState` arrays through the
-scenario's pure functions, so their semantics cannot drift apart. Randomness is per
-world: world ``i`` of a batch reset with seed ``s`` draws from the generator a single env
-would make from seed ``s + i``, which makes every batch invariant to its size.
+    ArenaEnv("foraging")              a single world: the batch of one behind ``gym.make``
+    ArenaVectorEnv(4096, "crafting")  the native batch behind ``gym.make_vec``
+
+Both are thin: seeding, partial resets, autoreset and masked stepping live in
+:class:`~arena_envs.batch.Batch`, the rules in the scenario. A scenario is known here by
+name (:data:`SCENARIOS`): its rules, the :class:`~arena_envs.render.Scene` that draws what
+only it has, and whether several agents act in each world. ``step`` takes a structured
+action or, from the tool-calling layer, an already decoded
+:class:`~arena_envs.world.ToolActions`, so tool calls pass through every wrapper a user
+put around the env.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
-from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from arena_envs.actions import decode_actions
-from arena_envs.world import ToolActions, WorldParams, WorldState
+from arena_envs.batch import Batch, Rules, reset_mask, row, world_seeds
+from arena_envs.crafting import Crafting
+from arena_envs.foraging import Foraging
+from arena_envs.render import Scene, render_frame, tile
+from arena_envs.scenes import CraftingScene, TeamCaptureScene
+from arena_envs.team_capture import make_scenario as team_capture
+from arena_envs.world import ToolActions
+
+RENDER_METADATA: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
 
-class Scenario(Protocol):
-    """What an env needs from a scenario: spaces and pure functions over batched state."""
+@dataclass(frozen=True)
+class ScenarioEntry:
+    """How to build a scenario's rules from an env's keyword arguments, and how to draw it."""
 
-    params: WorldParams
-    observation_space: spaces.Dict  # one agent's
-    action_space: spaces.Dict  # one agent's
-
-    def init_state(self, batch: int) -> WorldState: ...
-
-    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None: ...
-
-    def step(self, state: WorldState, actions: ToolActions,
-             active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
-
-    def observe(self, state: WorldState) -> dict[str, np.ndarray]: ...
-
-    def info(self, state: WorldState) -> dict[str, np.ndarray]: ...
+    rules: Callable[..., Any]
+    scene: Callable[[Any], Scene | None] = lambda rules: None
+    multi_agent: bool = False  # every array carries an agent axis: (B, A, ...)
 
 
-def step_subset(step, state: WorldState, actions: ToolActions, active: np.ndarray | None):
-    """Run ``step`` on the worlds where ``active`` is true and leave the others untouched.
-
-    Rewards of inactive worlds are 0 and their episodes do not end.
-    """
-    if active is None or active.all():
-        return step(state, actions)
-    index = np.flatnonzero(active)
-    part = state.take(index)
-    result = step(part, actions.take(index))
-    state.put(index, part)
-    out = []
-    for value in result:
-        full = np.zeros((state.batch_size,) + value.shape[1:], value.dtype)  # (B,) or per agent (B, A)
-        full[index] = value
-        out.append(full)
-    return tuple(out)
+SCENARIOS: dict[str, ScenarioEntry] = {
+    "foraging": ScenarioEntry(Foraging),
+    "crafting": ScenarioEntry(Crafting, lambda rules: CraftingScene()),
+    "team_capture": ScenarioEntry(team_capture, TeamCaptureScene, multi_agent=True),
+}
 
 
-def _check_render_mode(render_mode: str | None, metadata: dict[str, Any]) -> None:
+def build(scenario: str | Rules, **kwargs: Any) -> tuple[Any, Scene | None, bool]:
+    """The rules, scene and multi-agent flag of ``scenario`` (a name of :data:`SCENARIOS` or rules)."""
+    if not isinstance(scenario, str):
+        if kwargs:
+            raise TypeError(f"scenario rules were given, so these arguments have nowhere to go: {sorted(kwargs)}")
+        return scenario, None, hasattr(scenario, "possible_agents")
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {sorted(SCENARIOS)}")
+    entry = SCENARIOS[scenario]
+    rules = entry.rules(**kwargs)
+    return rules, entry.scene(rules), entry.multi_agent
+
+
+def check_render_mode(render_mode: str | None, metadata: dict[str, Any]) -> None:
     if render_mode is not None and render_mode not in metadata["render_modes"]:
         raise ValueError(f"render_mode must be None or one of {metadata['render_modes']}, got {render_mode!r}")
 
 
-def _row(tree: Any, i: int) -> Any:
-    if isinstance(tree, dict):
-        return {k: _row(v, i) for k, v in tree.items()}
-    return tree[i]
-
-
 class ArenaEnv(gym.Env):
-    """A single world of a scenario: the batch of one behind ``gym.make``."""
+    """A single world of a scenario (see the scenario module's docstring for spaces and rules)."""
 
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: dict[str, Any] = RENDER_METADATA
 
-    def __init__(self, scenario: Scenario, render_mode: str | None = None):
-        _check_render_mode(render_mode, self.metadata)
-        self.scenario = scenario
-        self.observation_space = scenario.observation_space
-        self.action_space = scenario.action_space
+    def __init__(self, scenario: str | Rules = "foraging", render_mode: str | None = None, **kwargs: Any):
+        check_render_mode(render_mode, self.metadata)
+        rules, self.scene, multi_agent = build(scenario, **kwargs)
+        if multi_agent:
+            raise ValueError(f"{scenario!r} has several agents per world: use its PettingZoo or vector env")
+        self.batch = Batch(rules, 1)
+        self.scenario, self.state = rules, self.batch.state
+        self.observation_space = rules.observation_space
+        self.action_space = rules.action_space
         self.render_mode = render_mode
-        self.state = scenario.init_state(1)
-        self._first = np.zeros(1, np.intp)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.scenario.reset(self.state, self._first, [self.np_random])
-        return _row(self.scenario.observe(self.state), 0), self._info()
+        self.batch.rngs[0] = self.np_random  # Gymnasium's generator for this env is the world's
+        self.batch.reset()
+        return row(self.batch.observe(), 0), self._info()
 
-    def step(self, action):
-        return self.step_tools(decode_actions(action, (1,), self.action_space, self.scenario.params, single=True))
-
-    def step_tools(self, actions: ToolActions):
-        """Step with already decoded actions (arrays (1, A)): the entry of the tool-calling layer."""
-        reward, terminated, truncated = self.scenario.step(self.state, actions)
-        obs = {k: v[0] for k, v in self.scenario.observe(self.state).items()}
-        return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()
+    def step(self, action: Any):
+        actions = action if isinstance(action, ToolActions) else decode_actions(
+            action, (1,), self.action_space, self.scenario.params, single=True)
+        reward, terminated, truncated = self.batch.step(actions)
+        return row(self.batch.observe(), 0), float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()
 
     def _info(self) -> dict[str, Any]:
-        return {k: v.item() for k, v in self.scenario.info(self.state).items()}  # (1,) arrays: a batch of one
+        return {k: v.item() for k, v in self.batch.scenario.info(self.state).items()}  # (1,) arrays: a batch of one
 
     def render(self) -> np.ndarray | None:
         """The world seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
-        if self.render_mode != "rgb_array":
-            return None
-        from arena_envs.render import render_frame
-
-        return render_frame(self.scenario, self.state, 0)
+        return render_frame(self.scenario, self.state, 0, self.scene) if self.render_mode == "rgb_array" else None
 
 
 class ArenaVectorEnv(VectorEnv):
@@ -118,120 +112,73 @@ class ArenaVectorEnv(VectorEnv):
     following ``step`` and returns its first observation with reward 0; ``SAME_STEP``
     resets it in the same call and puts its last observation and info in
     ``info["final_obs"]`` / ``info["final_info"]``. ``reset(options={"reset_mask": m})``
-    resets only the worlds where ``m`` is true.
+    resets only the worlds where ``m`` is true. In a multi-agent scenario every array has
+    an agent axis after the batch axis (agents in the order of :attr:`agents`); info is per world.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"],
-                                "render_fps": 10}
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, **RENDER_METADATA}
     render_worlds = 4  # how many worlds `render` tiles
 
-    def __init__(self, scenario: Scenario, num_envs: int,
+    def __init__(self, num_envs: int = 1, scenario: str | Rules = "foraging",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        mode = AutoresetMode(autoreset_mode)
-        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
-            raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode}")
-        _check_render_mode(render_mode, self.metadata)
-        self.scenario = scenario
-        self.num_envs = int(num_envs)
-        self.metadata = {**self.metadata, "autoreset_mode": mode}
-        self.autoreset_mode = mode
+                 render_mode: str | None = None, **kwargs: Any):
+        check_render_mode(render_mode, self.metadata)
+        rules, self.scene, multi_agent = build(scenario, **kwargs)
+        self.batch = Batch(rules, num_envs, autoreset_mode)
+        self.scenario, self.state = rules, self.batch.state
+        self.num_envs = self.batch.size
+        self.autoreset_mode = self.batch.autoreset_mode
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
-        self.single_observation_space = scenario.observation_space
-        self.single_action_space = scenario.action_space
+        self.agents = list(rules.possible_agents) if multi_agent else None
+        self._shape = (self.num_envs, len(self.agents)) if multi_agent else (self.num_envs,)
+        one_agent = (rules.observation_space, rules.action_space)
+        self.single_observation_space, self.single_action_space = (
+            [batch_space(space, len(self.agents)) for space in one_agent] if multi_agent else one_agent)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.state = scenario.init_state(self.num_envs)
-        self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
-        self._needs_reset = np.zeros(self.num_envs, bool)
-        self._shape = (self.num_envs,)
 
-    def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed if isinstance(seed, int) else None)
-        mask = self._reset_mask(options)
-        seeds = self._seeds(seed)
+        mask = reset_mask(options, self.num_envs)
+        seeds = world_seeds(seed, self.num_envs)
         index = np.flatnonzero(mask)
-        for i in index:
-            if seeds[i] is not None or self._rngs[i] is None:
-                self._rngs[i], _ = seeding.np_random(seeds[i])
-        self.scenario.reset(self.state, index, [self._rngs[i] for i in index])
-        self._needs_reset[index] = False
-        return self.scenario.observe(self.state), self._info(mask)
+        self.batch.reset(index, [seeds[i] for i in index])
+        return self.batch.observe(), self.batch.info(mask)
 
-    def step(self, actions):
-        actions = self._decode(actions)
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            # Worlds that ended last step are reset instead of stepped. Stepping them along
-            # with the rest and then overwriting them with a fresh world is cheaper than
-            # stepping a subset, and the same: reset sets every array of the world.
-            reward, terminated, truncated = self.scenario.step(self.state, actions)
-            restart = np.flatnonzero(self._needs_reset)
-            if len(restart):
-                self.scenario.reset(self.state, restart, [self._rngs[i] for i in restart])
-                reward[restart] = 0.0
-                terminated[restart] = False
-                truncated[restart] = False
-            obs, infos = self.scenario.observe(self.state), self._info()
-        else:
-            reward, terminated, truncated = self.scenario.step(self.state, actions)
-            obs, infos = self.scenario.observe(self.state), self._info()
-            done = np.flatnonzero(terminated | truncated)
-            if len(done):
-                infos = self._final(obs, infos, done)
-                self.scenario.reset(self.state, done, [self._rngs[i] for i in done])
-                obs = self.scenario.observe(self.state)
-                infos.update(self._info())
-        self._needs_reset = terminated | truncated
-        return obs, reward.astype(np.float64), terminated, truncated, infos
+    def step(self, actions: Any):
+        if not isinstance(actions, ToolActions):
+            actions = decode_actions(actions, self._shape, self.scenario.action_space, self.scenario.params)
+        obs, reward, terminated, truncated, info = self.batch.autostep(actions)
+        if self.agents:  # every agent of a world ends with it
+            terminated, truncated = (np.repeat(end[:, None], len(self.agents), 1) for end in (terminated, truncated))
+        return obs, reward.astype(np.float64), terminated, truncated, info
+
+    def frame(self, world: int = 0, pixels: int = 384) -> np.ndarray:
+        """World ``world`` seen from above as an (H, W, 3) uint8 image."""
+        return render_frame(self.scenario, self.state, world, self.scene, pixels)
 
     def render(self) -> np.ndarray | None:
         """The first few worlds tiled in one uint8 frame (``render_mode="rgb_array"``)."""
         if self.render_mode != "rgb_array":
             return None
-        from arena_envs.render import render_frame, tile
+        return tile([self.frame(b) for b in range(min(self.render_worlds, self.num_envs))])
 
-        worlds = range(min(self.render_worlds, self.num_envs))
-        return tile([render_frame(self.scenario, self.state, b) for b in worlds])
 
-    def _decode(self, actions) -> ToolActions:
-        """The batch of structured actions as :class:`ToolActions`; multi-agent envs decode (B, A)."""
-        return decode_actions(actions, self._shape, self.single_action_space, self.scenario.params)
+# -- registration: one factory for every scenario ---------------------------------------------
 
-    def _final(self, obs, infos, done):
-        """The SAME_STEP entries for the worlds ``done``, as Gymnasium's SyncVectorEnv lays them out."""
-        final_obs = np.full(self.num_envs, None, dtype=object)
-        for i in done:
-            final_obs[i] = _row(obs, i)
-        mask = np.zeros(self.num_envs, bool)
-        mask[done] = True
-        return {"final_obs": final_obs, "_final_obs": mask, "final_info": self._info(mask), "_final_info": mask}
 
-    def _info(self, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The scenario's info, each key with its ``_key`` mask (true where ``mask`` is, default all)."""
-        info = self.scenario.info(self.state)
-        present = np.ones(self.num_envs, bool) if mask is None else mask
-        return {**info, **{"_" + k: present.copy() for k in info}}
+def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:
+    """``gym.make``'s entry point for every 2D scenario (``scenario`` comes from the registration)."""
+    return ArenaEnv(scenario, **kwargs)
 
-    def _reset_mask(self, options) -> np.ndarray:
-        mask = (options or {}).get("reset_mask")
-        if mask is None:
-            return np.ones(self.num_envs, bool)
-        mask = np.asarray(mask)
-        if mask.shape != self._shape or mask.dtype != np.bool_:
-            raise ValueError(f"options['reset_mask'] must be a bool array of shape {self._shape}, "
-                             f"got {mask.dtype} {mask.shape}")
-        if not mask.any():
-            raise ValueError("options['reset_mask'] must select at least one env")
-        return mask
 
-    def _seeds(self, seed) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
-        return seeds
+def make_vector_env(num_envs: int = 1, scenario: str = "foraging", num_workers: int = 1,
+                    **kwargs: Any) -> VectorEnv:
+    """``gym.make_vec``'s entry point: the native batch, sharded over ``num_workers`` processes when > 1."""
+    kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's; the rules have their own limit
+    if num_workers != 1:
+        from arena_envs.sharded import ShardedVectorEnv
+
+        return ShardedVectorEnv(num_envs, num_workers, scenario=scenario, **kwargs)
+    return ArenaVectorEnv(num_envs, scenario, **kwargs)

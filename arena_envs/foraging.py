@@ -46,7 +46,7 @@ Terminates when every resource is collected or health reaches 0; truncates after
 
 ## Info
 
-``score`` (the Agent Arena score ``max(0, collected/total·100 − min(damage, 100))``),
+``success`` (every resource collected), ``score`` (the Agent Arena score ``max(0, collected/total·100 − min(damage, 100))``),
 ``resources_collected``, ``resources_remaining``, ``damage_taken``, ``health``.
 
 ## Arguments
@@ -71,7 +71,7 @@ import numpy as np
 from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
-from arena_envs.envs import ArenaEnv, ArenaVectorEnv, step_subset
+from arena_envs.batch import step_subset
 from arena_envs.world import (
     F32,
     FAR,
@@ -167,7 +167,8 @@ class Foraging:
 
     # -- reset ---------------------------------------------------------------------------
 
-    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator],
+              seeds: Sequence[int | None] | None = None) -> None:
         """Lay out fresh worlds at ``index``, each drawing from its own generator."""
         if len(index) == 0:
             return
@@ -288,10 +289,12 @@ class Foraging:
     def info(self, s: WorldState) -> dict[str, np.ndarray]:
         collected = s.collected[:, 0]
         damage = s.damage_taken[:, 0]
+        remaining = s.ent_alive[:, self.slots.res].sum(1, dtype=np.int32)
         return {
+            "success": remaining == 0,
             "score": score(collected, s.res_total, damage),
             "resources_collected": collected.copy(),
-            "resources_remaining": s.ent_alive[:, self.slots.res].sum(1, dtype=np.int32),
+            "resources_remaining": remaining,
             "damage_taken": damage.copy(),
             "health": s.health[:, 0].copy(),
         }
@@ -301,19 +304,3 @@ def score(collected: np.ndarray, total: np.ndarray, damage: np.ndarray) -> np.nd
     """The Agent Arena foraging score: max(0, collected/total·100 − min(damage, 100))."""
     share = collected / np.maximum(total, 1) * 100.0
     return np.maximum(0.0, share - np.minimum(damage, 100.0)).astype(F32)
-
-
-class ForagingEnv(ArenaEnv):
-    __doc__ = __doc__
-
-    def __init__(self, render_mode: str | None = None, params: ForagingParams | None = None, **kwargs):
-        super().__init__(Foraging(params, **kwargs), render_mode=render_mode)
-
-
-class ForagingVectorEnv(ArenaVectorEnv):
-    __doc__ = __doc__
-
-    def __init__(self, num_envs: int = 1, render_mode: str | None = None,
-                 params: ForagingParams | None = None, autoreset_mode="NextStep", **kwargs):
-        super().__init__(Foraging(params, **kwargs), num_envs, autoreset_mode=autoreset_mode,
-                         render_mode=render_mode)

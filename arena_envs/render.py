@@ -1,21 +1,18 @@
 """Top-down frames of a world, drawn with numpy (no window, no display), and GIF export.
 
-``render_frame(scenario, state, world)`` draws one world of a batch as an ``(H, W, 3)``
-uint8 image: obstacles (trees, rocks, bushes), resources by type, hazards, stations by
-type, agents with their movement target and perception radius, and a status line (tick,
-score, health). A scenario can add to it through optional methods:
-
-* ``draw_extras(canvas, state, world)`` draws what only it has (capture zones, the
-  station being worked at), under the agents;
-* ``status_line(state, world)`` replaces the status line: a string, or a sequence of
-  ``(text, colour)`` pieces written one after another;
-* ``view_radius``, when the radius of the perception ring is not ``params.perception_radius``.
+``render_frame(scenario, state, world, scene)`` draws one world of a batch as an
+``(H, W, 3)`` uint8 image: obstacles (trees, rocks, bushes), resources by type, hazards,
+stations by type, agents with their movement target and perception radius, and a status
+line (tick, score, health). What only one scenario has (capture zones, the station being
+worked at) comes from its :class:`Scene`, kept beside the env adapters
+(:mod:`arena_envs.scenes`) so that scenario modules hold rules only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -151,6 +148,18 @@ class Canvas:
         return self.write(message, self.pixels + row - 2, column, colour)
 
 
+class Scene(Protocol):
+    """What a scenario adds to the common frame (every member is optional)."""
+
+    view_radius: float  # the perception ring around each agent, when not ``params.perception_radius``
+
+    def draw(self, canvas: Canvas, scenario: Any, state: Any, world: int) -> None:
+        """Draw what only this scenario has, under the agents."""
+
+    def status(self, scenario: Any, state: Any, world: int) -> str | Sequence[tuple[str, Colour]]:
+        """The status line: a string, or ``(text, colour)`` pieces written one after another."""
+
+
 def default_status(scenario, state, world: int = 0) -> str:
     """Tick, the scenario's ``score`` info and the first agent's health."""
     info = scenario.info(state)
@@ -158,7 +167,7 @@ def default_status(scenario, state, world: int = 0) -> str:
     return f"T:{int(state.tick[world])} S:{score:.0f} H:{float(state.health[world, 0]):.0f}"
 
 
-def render_frame(scenario, state, world: int = 0, pixels: int = 384) -> np.ndarray:
+def render_frame(scenario, state, world: int = 0, scene: Scene | None = None, pixels: int = 384) -> np.ndarray:
     """One world of a batch as an (H, W, 3) uint8 image; H = pixels + the status line."""
     p, s, b = scenario.params, state, world
     canvas = Canvas(p.half_size, pixels)
@@ -181,10 +190,10 @@ def render_frame(scenario, state, world: int = 0, pixels: int = 384) -> np.ndarr
             name = p.station_types[kind] if kind < len(p.station_types) else ""
             canvas.square(x, z, 0.45, STATION_TYPE_COLOURS.get(name, (255, 255, 255)))
             canvas.label(x, z + 2.0, name)
-    if hasattr(scenario, "draw_extras"):
-        scenario.draw_extras(canvas, state, b)
+    if hasattr(scene, "draw"):
+        scene.draw(canvas, scenario, state, b)
     team = getattr(scenario, "team", None)  # (A,) team of each agent, when there are teams
-    view_radius = getattr(scenario, "view_radius", p.perception_radius)
+    view_radius = getattr(scene, "view_radius", p.perception_radius)
     for a in range(s.x.shape[1]):
         colour = TEAM_COLOURS[int(team[a]) if team is not None else 0]
         x, z = s.x[b, a], s.z[b, a]
@@ -195,7 +204,7 @@ def render_frame(scenario, state, world: int = 0, pixels: int = 384) -> np.ndarr
         radius = max(p.agent_radius + 0.2, 4.5 / canvas.scale)  # big enough to see on a large field
         canvas.disc(x, z, radius + 1.5 / canvas.scale, (255, 255, 255))  # an outline, to stand out on any zone
         canvas.disc(x, z, radius, colour if s.alive[b, a] else (60, 60, 60))
-    status = scenario.status_line(state, b) if hasattr(scenario, "status_line") else default_status(scenario, state, b)
+    status = scene.status(scenario, state, b) if hasattr(scene, "status") else default_status(scenario, state, b)
     column = 4
     for message, colour in [(status, INK)] if isinstance(status, str) else status:
         column = canvas.text(message, column=column, colour=colour)

@@ -77,7 +77,8 @@ Every agent terminates when a team reaches ``win_score``; every agent truncates 
 
 ## Info (per world)
 
-``blue_score``, ``red_score``, ``blue_points``, ``red_points`` (points owned).
+``success`` (blue ahead), ``score`` (blue's score), ``blue_score``, ``red_score``,
+``blue_points``, ``red_points`` (points owned).
 
 ## Rendering
 
@@ -104,23 +105,17 @@ the PettingZoo constructors, ``half_size``, ...).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.utils import seeding
-from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
-from pettingzoo import ParallelEnv
 
-from arena_envs.actions import decode_actions, tool_action_space
-from arena_envs.envs import ArenaVectorEnv, _check_render_mode, step_subset
-from arena_envs.render import INK, NEUTRAL_COLOUR, TEAM_COLOURS, Canvas, lighter, render_frame
+from arena_envs.actions import tool_action_space
+from arena_envs.batch import step_subset
 from arena_envs.world import (
     F32,
     FAR,
@@ -292,7 +287,8 @@ class TeamCapture:
 
     # -- reset ---------------------------------------------------------------------------
 
-    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator]) -> None:
+    def reset(self, state: WorldState, index: np.ndarray, rngs: Sequence[np.random.Generator],
+              seeds: Sequence[int | None] | None = None) -> None:
         """Start fresh episodes in worlds ``index``, each drawing from its own generator."""
         if len(index) == 0:
             return
@@ -524,6 +520,8 @@ class TeamCapture:
     def info(self, s: WorldState) -> dict[str, np.ndarray]:
         owner, score = s.extra["point_owner"], s.extra["score"]
         return {
+            "success": score[:, BLUE] > score[:, RED],  # blue ahead: blue is the learner in self-play
+            "score": score[:, BLUE].copy(),
             "blue_score": score[:, BLUE].copy(),
             "red_score": score[:, RED].copy(),
             "blue_points": np.count_nonzero(owner == BLUE, axis=1).astype(np.int32),
@@ -540,34 +538,6 @@ class TeamCapture:
                            fraction * (capturer == RED)], -1).reshape(B, -1)
         clock = (p.max_ticks - s.tick).astype(F32)[:, None]
         return np.concatenate([agents, points, s.extra["score"], clock], 1).astype(F32)
-
-    # -- rendering (hooks of arena_envs.render.render_frame) ---------------------------------
-
-    @property
-    def view_radius(self) -> float:
-        """The perception ring drawn around each agent: how far it sees enemies."""
-        return self.params.enemy_radius
-
-    def draw_extras(self, canvas: Canvas, s: WorldState, world: int) -> None:
-        """Capture zones: filled and ringed in the owner's colour (grey while neutral), the
-        capture in progress as a wedge of the capturing team's colour that sweeps clockwise
-        from twelve o'clock to a full disc when the point flips, and each point's name."""
-        p = self.params
-        owner, capturer, progress = (s.extra[k][world] for k in ("point_owner", "point_capturer", "point_progress"))
-        for x, z, name, held_by, taken_by, ticks in zip(self.point_x, self.point_z, p.point_names, owner, capturer,
-                                                        progress, strict=True):
-            colour = NEUTRAL_COLOUR if held_by == NEUTRAL else TEAM_COLOURS[held_by]
-            canvas.disc(x, z, p.capture_radius, lighter(colour, 0.7))
-            if taken_by != NEUTRAL:
-                canvas.wedge(x, z, p.capture_radius, ticks / p.capture_ticks, lighter(TEAM_COLOURS[taken_by], 0.3))
-            canvas.disc(x, z, p.capture_radius, colour, ring=0.5)
-            canvas.label(x, z - p.capture_radius - 1.5, name.upper())
-
-    def status_line(self, s: WorldState, world: int) -> list[tuple[str, tuple[int, int, int]]]:
-        """Tick, then each team's score in its colour."""
-        score = s.extra["score"][world]
-        return [(f"T:{int(s.tick[world])}", INK), (f"  BLUE {score[BLUE]:.0f}", TEAM_COLOURS[BLUE]),
-                (f"  RED {score[RED]:.0f}", TEAM_COLOURS[RED])]
 
 
 def uniform_hash(key: np.ndarray, episode: np.ndarray, tick: np.ndarray, sender: np.ndarray,
@@ -612,143 +582,3 @@ def make_scenario(params: TeamCaptureParams | None = None, agents_per_team: int 
     if max_cycles is not None:
         kwargs["max_ticks"] = max_cycles
     return TeamCapture(params, **kwargs)
-
-
-class TeamCaptureParallelEnv(ParallelEnv):
-    """One Team Capture world as a PettingZoo ``ParallelEnv`` (a batch of one of the core).
-
-    ``step`` takes a dict of structured actions by agent name; an agent missing from it
-    (or given ``None``) idles. A malformed action raises ``ValueError`` naming the agent
-    and the field; a bad value of the chosen tool gives that agent ``INVALID_PARAMS``.
-    """
-
-    metadata: dict[str, Any] = {"name": "team_capture_v0", "render_modes": ["rgb_array"], "render_fps": 10,
-                                "is_parallelizable": True}
-
-    def __init__(self, agents_per_team: int | None = None, max_cycles: int | None = None,
-                 render_mode: str | None = None, params: TeamCaptureParams | None = None, **kwargs):
-        _check_render_mode(render_mode, self.metadata)
-        self.scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
-        self.render_mode = render_mode
-        self.possible_agents = list(self.scenario.possible_agents)
-        self.agents: list[str] = []
-        self.max_cycles = self.scenario.params.max_ticks
-        self.state_space = self.scenario.state_space
-        # one space object per agent, so that seeding one agent's space leaves the others alone
-        self._observation_spaces = {a: copy.deepcopy(self.scenario.observation_space) for a in self.possible_agents}
-        self._action_spaces = {a: copy.deepcopy(self.scenario.action_space) for a in self.possible_agents}
-        self._index = {a: i for i, a in enumerate(self.possible_agents)}
-        self.world = self.scenario.init_state(1)
-        self._rng: np.random.Generator | None = None
-
-    def observation_space(self, agent: str) -> spaces.Dict:
-        return self._observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Dict:
-        return self._action_spaces[agent]
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None or self._rng is None:
-            self._rng, _ = seeding.np_random(seed)
-        self.scenario.reset(self.world, np.zeros(1, np.intp), [self._rng])
-        self.agents = self.possible_agents[:]
-        return self._observations(), self._infos()
-
-    def step(self, actions: Mapping[str, Any]):
-        if not self.agents:  # the episode is over: nobody left to act
-            return {}, {}, {}, {}, {}
-        return self.step_tools(self._decode(actions))
-
-    def step_tools(self, actions: ToolActions):
-        """Step with already decoded actions (arrays (1, A)): the entry of the tool-calling layer."""
-        if not self.agents:
-            return {}, {}, {}, {}, {}
-        reward, terminated, truncated = self.scenario.step(self.world, actions)
-        observations, infos = self._observations(), self._infos()
-        rewards = {a: float(reward[0, self._index[a]]) for a in self.agents}
-        terminations = dict.fromkeys(self.agents, bool(terminated[0]))
-        truncations = dict.fromkeys(self.agents, bool(truncated[0]))
-        if terminated[0] or truncated[0]:
-            self.agents = []
-        return observations, rewards, terminations, truncations, infos
-
-    def state(self) -> np.ndarray:
-        """The global view (``state_space``): positions, points, scores, ticks left."""
-        return self.scenario.global_state(self.world)[0]
-
-    def render(self) -> np.ndarray | None:
-        """The field seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
-        if self.render_mode != "rgb_array":
-            return None
-        return render_frame(self.scenario, self.world, 0)
-
-    def close(self) -> None:
-        pass
-
-    def _decode(self, actions: Mapping[str, Any]) -> ToolActions:
-        if not isinstance(actions, Mapping):
-            raise ValueError(f"actions must be a dict from agent name to action, got {type(actions).__name__}")
-        unknown = set(actions) - set(self.agents)
-        if unknown:
-            raise ValueError(f"actions for unknown or finished agents {sorted(unknown, key=str)}; "
-                             f"agents are {self.agents}")
-        joint = ToolActions.idle((1, self.scenario.num_agents))
-        for name, action in actions.items():
-            if action is None:
-                continue
-            try:
-                one = decode_actions(action, (1,), self.scenario.action_space, self.scenario.params, single=True)
-            except ValueError as err:
-                raise ValueError(f"{name}: {err}") from None
-            i = self._index[name]
-            for f in dataclasses.fields(ToolActions):
-                getattr(joint, f.name)[0, i] = getattr(one, f.name)[0, 0]
-        return joint
-
-    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
-        obs = self.scenario.observe(self.world)
-        return {a: {k: v[0, self._index[a]] for k, v in obs.items()} for a in self.agents}
-
-    def _infos(self) -> dict[str, dict[str, Any]]:
-        info = {k: v[0].item() for k, v in self.scenario.info(self.world).items()}
-        return {a: dict(info) for a in self.agents}
-
-
-class TeamCaptureVectorEnv(ArenaVectorEnv):
-    """Many Team Capture worlds stepped at once: every array is (B, A, ...), A = 2N agents.
-
-    Observations, rewards, terminated and truncated all carry the agent axis (every agent
-    of a world ends together); actions are the per-agent structured actions batched to
-    (B, A, ...). Agents are ordered as :attr:`agents` (blue, then red). Autoreset
-    (NEXT_STEP or SAME_STEP) and ``reset_mask`` work as in the single-agent vector envs;
-    info is per world.
-    """
-
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"],
-                                "render_fps": 10}
-
-    def __init__(self, num_envs: int = 1, agents_per_team: int | None = None, max_cycles: int | None = None,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
-                 params: TeamCaptureParams | None = None, **kwargs):
-        scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
-        super().__init__(scenario, num_envs, autoreset_mode=autoreset_mode, render_mode=render_mode)
-        A = scenario.num_agents
-        self.agents = list(scenario.possible_agents)
-        self.single_observation_space = batch_space(scenario.observation_space, A)
-        self.single_action_space = batch_space(scenario.action_space, A)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.state_space = batch_space(scenario.state_space, self.num_envs)
-
-    def step(self, actions):
-        obs, reward, terminated, truncated, infos = super().step(actions)
-        A = self.scenario.num_agents
-        return obs, reward, np.repeat(terminated[:, None], A, 1), np.repeat(truncated[:, None], A, 1), infos
-
-    def global_state(self) -> np.ndarray:
-        """The global view of every world: (B, state size), see ``state_space``."""
-        return self.scenario.global_state(self.state)
-
-    def _decode(self, actions) -> ToolActions:
-        return decode_actions(actions, (self.num_envs, self.scenario.num_agents), self.scenario.action_space,
-                              self.scenario.params)

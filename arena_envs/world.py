@@ -24,6 +24,9 @@ import numpy as np
 # The universal tools, in the order of the structured action's ``tool`` entry.
 TOOL_NAMES = ("move_to", "collect", "craft", "query_world", "query_inventory", "send_message", "idle")
 MOVE_TO, COLLECT, CRAFT, QUERY_WORLD, QUERY_INVENTORY, SEND_MESSAGE, IDLE = range(len(TOOL_NAMES))
+# No new command this tick: the agent carries on with what it was doing (an agent left out of
+# a parallel step, an LLM turn without a tool call). ``idle`` is the explicit stop.
+NO_TOOL = -1
 
 # Result codes of the last action; 0 is success, the rest are the seed's error codes.
 RESULT_CODES = ("OK", "OUT_OF_RANGE", "NOT_FOUND", "MISSING_MATERIALS", "INVALID_PARAMS", "BUSY", "INVENTORY_FULL")
@@ -245,6 +248,13 @@ class ToolActions:
         actions.speed = np.ones(shape, F32)
         return actions
 
+    @classmethod
+    def none(cls, shape: tuple[int, ...]) -> ToolActions:
+        """A batch of "no new command" (:data:`NO_TOOL`) whose fields can then be filled in."""
+        actions = cls.idle(shape)
+        actions.tool[...] = NO_TOOL
+        return actions
+
 
 @dataclass
 class TickEvents:
@@ -304,7 +314,8 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
     ok = (code == OK) & s.alive
     index = np.zeros(tool.shape, np.int16)
     value = np.zeros(tool.shape, F32)
-    used = np.bincount(tool.ravel(), minlength=len(TOOL_NAMES))
+    used = np.bincount(tool.ravel() + 1, minlength=len(TOOL_NAMES) + 1)  # slot 0 counts NO_TOOL
+    carry_on, used = used[0], used[1:]
     events = TickEvents.none(tool.shape)
 
     if slots.stations:  # only worlds with stations have crafters
@@ -334,10 +345,15 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
         np.copyto(s.query_radius, act.query_radius, where=query)
         np.copyto(s.query_filter, act.query_filter, where=query, casting="unsafe")
 
-    s.last_tool[...] = tool
-    s.last_code[...] = code
-    s.last_index[...] = index
-    s.last_value[...] = value
+    if carry_on:  # an agent given no new command keeps its last action's record
+        new = tool != NO_TOOL
+        for last, now in ((s.last_tool, tool), (s.last_code, code), (s.last_index, index), (s.last_value, value)):
+            np.copyto(last, now, where=new, casting="unsafe")
+    else:
+        s.last_tool[...] = tool
+        s.last_code[...] = code
+        s.last_index[...] = index
+        s.last_value[...] = value
     return events
 
 

@@ -34,10 +34,17 @@ SEED = 11
 CRAFTING = {"craft_range": 2.5}
 
 
+def _recorded_keys(info: dict) -> list:
+    """The keys an info had when the hashes were recorded: every scenario reports ``success``
+    and ``score`` since then (team capture's ``score`` is new, Foraging's is not)."""
+    added = {"success", "_success"} | ({"score", "_score"} if "blue_score" in info else set())
+    return sorted((k for k in info if k not in added), key=str)
+
+
 def digest(value: Any, h: Any) -> None:
     """Feed a canonical encoding of (nested dicts/lists/tuples of) arrays and scalars to ``h``."""
     if isinstance(value, dict):
-        for key in sorted(value, key=str):
+        for key in _recorded_keys(value):
             h.update(f"<{key}>".encode())
             digest(value[key], h)
     elif isinstance(value, (list, tuple)):
@@ -56,6 +63,14 @@ def digest(value: Any, h: Any) -> None:
         h.update(repr(value).encode())
 
 
+def sample(space: Any) -> Any:
+    """A random action of ``space``, its move_to speed kept above any floor the rules may set
+    for a speed too slow to ever arrive (tightened after recording)."""
+    action = space.sample()
+    action["move_to"][..., 2] = np.maximum(action["move_to"][..., 2], 0.1)
+    return action
+
+
 def _hash(*parts: Any) -> str:
     h = hashlib.sha256()
     digest(parts, h)
@@ -67,7 +82,7 @@ def single(env_id: str, **kwargs: Any) -> list[str]:
     env.action_space.seed(SEED)
     out = [_hash(*env.reset(seed=SEED))]
     for _ in range(STEPS):
-        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        obs, reward, terminated, truncated, info = env.step(sample(env.action_space))
         out.append(_hash(obs, reward, terminated, truncated, info))
         if terminated or truncated:
             out.append(_hash(*env.reset()))
@@ -83,7 +98,7 @@ def _vector_run(envs: Any) -> list[str]:
     envs.action_space.seed(SEED)
     out = [_hash(*envs.reset(seed=SEED))]
     for t in range(STEPS):
-        out.append(_hash(*envs.step(envs.action_space.sample())))
+        out.append(_hash(*envs.step(sample(envs.action_space))))
         if t == STEPS // 2:  # a partial reset halfway
             mask = np.zeros(envs.num_envs, bool)
             mask[::2] = True
@@ -99,7 +114,7 @@ def parallel() -> list[str]:
     for _ in range(STEPS):
         if not env.agents:
             out.append(_hash(*env.reset()))
-        actions = {a: env.action_space(a).sample() for a in env.agents}
+        actions = {a: sample(env.action_space(a)) for a in env.agents}
         out.append(_hash(*env.step(actions)))
     return out
 
@@ -116,7 +131,7 @@ def aec() -> list[str]:
         agent = env.agent_selection
         obs, reward, terminated, truncated, info = env.last()
         out.append(_hash(agent, obs, reward, terminated, truncated, info))
-        env.step(None if terminated or truncated else env.action_space(agent).sample())
+        env.step(None if terminated or truncated else sample(env.action_space(agent)))
     return out
 
 

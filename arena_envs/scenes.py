@@ -1,0 +1,72 @@
+"""What each scenario adds to the common frame of :func:`arena_envs.render.render_frame`.
+
+The renderer draws what every 2D world has (obstacles, resources, hazards, stations,
+agents); a :class:`~arena_envs.render.Scene` here draws the rest for one scenario. They
+sit beside the env adapters, above the scenario modules, so a scenario holds rules only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arena_envs.crafting import Crafting
+from arena_envs.render import INK, NEUTRAL_COLOUR, TEAM_COLOURS, Canvas, Colour, default_status, lighter
+from arena_envs.team_capture import BLUE, NEUTRAL, RED, TeamCapture
+from arena_envs.world import WorldState
+
+CRAFTING_COLOUR = (200, 130, 0)  # a station in use, and the craft's progress
+
+
+class CraftingScene:
+    """Stations being worked at, the craft's progress and the inventory."""
+
+    def draw(self, canvas: Canvas, scenario: Crafting, s: WorldState, world: int) -> None:
+        """A station in use gets an outline, the recipe's name and a bar of the craft's progress;
+        the inventory is listed in the map's top-left corner."""
+        for a in np.flatnonzero(s.craft_left[world] > 0):
+            recipe = scenario.params.recipes[s.craft_recipe[world, a]]
+            station = scenario.slots.st.start + s.craft_station[world, a]
+            x, z = s.ent_x[world, station], s.ent_z[world, station]
+            canvas.square(x, z, 1.5, CRAFTING_COLOUR, ring=0.35)
+            canvas.bar(x, z - 2.2, 4.0, 1 - s.craft_left[world, a] / recipe.ticks, CRAFTING_COLOUR)
+            canvas.label(x, z - 3.5, recipe.name)
+        held = [f"{name} {n}" for name, n in zip(scenario.params.item_names, s.inventory[world, 0], strict=True) if n]
+        for row, line in enumerate(["inventory:", *held] if held else []):
+            canvas.write(line, 4 + 12 * row, 4)
+
+    def status(self, scenario: Crafting, s: WorldState, world: int) -> list[tuple[str, Colour]]:
+        """Tick, score and health, then the craft in progress and its ticks done of the recipe's."""
+        pieces = [(default_status(scenario, s, world), INK)]
+        if s.craft_left[world, 0] > 0:
+            recipe = scenario.params.recipes[s.craft_recipe[world, 0]]
+            done = recipe.ticks - s.craft_left[world, 0]
+            pieces.append((f"  {recipe.name} {done}/{recipe.ticks}", CRAFTING_COLOUR))
+        return pieces
+
+
+class TeamCaptureScene:
+    """Capture zones, their owners and the teams' scores."""
+
+    def __init__(self, scenario: TeamCapture):
+        self.view_radius = scenario.params.enemy_radius  # the ring drawn around each agent: how far it sees enemies
+
+    def draw(self, canvas: Canvas, scenario: TeamCapture, s: WorldState, world: int) -> None:
+        """Capture zones: filled and ringed in the owner's colour (grey while neutral), the
+        capture in progress as a wedge of the capturing team's colour that sweeps clockwise
+        from twelve o'clock to a full disc when the point flips, and each point's name."""
+        p = scenario.params
+        owner, capturer, progress = (s.extra[k][world] for k in ("point_owner", "point_capturer", "point_progress"))
+        for x, z, name, held_by, taken_by, ticks in zip(scenario.point_x, scenario.point_z, p.point_names, owner,
+                                                        capturer, progress, strict=True):
+            colour = NEUTRAL_COLOUR if held_by == NEUTRAL else TEAM_COLOURS[held_by]
+            canvas.disc(x, z, p.capture_radius, lighter(colour, 0.7))
+            if taken_by != NEUTRAL:
+                canvas.wedge(x, z, p.capture_radius, ticks / p.capture_ticks, lighter(TEAM_COLOURS[taken_by], 0.3))
+            canvas.disc(x, z, p.capture_radius, colour, ring=0.5)
+            canvas.label(x, z - p.capture_radius - 1.5, name.upper())
+
+    def status(self, scenario: TeamCapture, s: WorldState, world: int) -> list[tuple[str, Colour]]:
+        """Tick, then each team's score in its colour."""
+        score = s.extra["score"][world]
+        return [(f"T:{int(s.tick[world])}", INK), (f"  BLUE {score[BLUE]:.0f}", TEAM_COLOURS[BLUE]),
+                (f"  RED {score[RED]:.0f}", TEAM_COLOURS[RED])]
