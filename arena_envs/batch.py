@@ -64,7 +64,8 @@ def reset_mask(options: dict[str, Any] | None, size: int) -> np.ndarray:
         return np.ones(size, bool)
     mask = np.asarray(mask)
     if mask.shape != (size,) or mask.dtype != np.bool_:
-        raise ValueError(f"options['reset_mask'] must be a bool array of shape ({size},), got {mask.dtype} {mask.shape}")
+        raise ValueError(f"options['reset_mask'] must be a bool array of shape ({size},), "
+                         f"got {mask.dtype} {mask.shape}")
     if not mask.any():
         raise ValueError("options['reset_mask'] must select at least one env")
     return mask

@@ -3,7 +3,7 @@
 One agent walks a square world of side ``2 * half_size`` (default ±20) with the seven
 universal tools. Resources (iron ore, coal, wood; stone and berry exist as types) are
 picked up with ``collect`` within 2.0 units; stations (anvil, furnace, workbench) turn
-inventory materials into items with ``craft`` within 2.5 units. The recipes are data
+inventory materials into items with ``craft`` within 3.0 units. The recipes are data
 (:class:`Recipe` records in ``CraftingParams.recipes``), so a user can pass their own:
 
 | recipe          | inputs                   | station   | ticks |
@@ -20,7 +20,7 @@ inventory materials into items with ``craft`` within 2.5 units. The recipes are 
 ``craft`` (recipe row, station row) checks, in this order: the recipe and the station
 exist and the station is of the recipe's type (else ``NOT_FOUND``), the inventory holds
 every input (``MISSING_MATERIALS``), the output fits in the inventory's 50 items once the
-inputs are used up (``INVENTORY_FULL``), the station is within 2.5 units
+inputs are used up (``INVENTORY_FULL``), the station is within 3.0 units
 (``OUT_OF_RANGE``), and no other agent works at it (``BUSY``). Then the inputs are
 consumed at once, the agent stops, and the output arrives after the recipe's ticks,
 counting the tick it started in. Meanwhile the agent is busy: ``move_to``, ``collect`` and
@@ -80,9 +80,10 @@ ticks of 0.1 s.
 
 ## Info
 
-``success`` (the goal item made) and ``score``, the Agent Arena crafting score ``max(0, 50·goal + 0.3·recipe_efficiency −
-5·waste)``, where ``goal`` is 1 once the goal item is made, ``recipe_efficiency`` is
-100 × crafts completed / ``craft`` calls, and ``waste`` counts the raw materials that
+``success`` (the goal item made) and ``score``, the Agent Arena crafting score
+``max(0, 50·goal + 0.3·recipe_efficiency − 5·waste)``, where ``goal`` is 1 once the goal
+item is made, ``recipe_efficiency`` is 100 × crafts completed / ``craft`` calls, and
+``waste`` counts the raw materials that
 crafting used up without them ending in the goal item (or, before it is made, in the
 intermediates one goal needs): a torch costs 2, a second iron ingot 2. Also
 ``goal_crafted``, ``items_crafted``, ``craft_attempts``, ``recipe_efficiency``,

@@ -147,12 +147,16 @@ class ArenaVectorEnv(VectorEnv):
         return self.batch.observe(), self.batch.info(mask)
 
     def step(self, actions: Any):
-        if not isinstance(actions, ToolActions):
-            actions = decode_actions(actions, self._shape, self.scenario.action_space, self.scenario.params)
-        obs, reward, terminated, truncated, info = self.batch.autostep(actions)
+        obs, reward, terminated, truncated, info = self.batch.autostep(self.decode(actions))
         if self.agents:  # every agent of a world ends with it
             terminated, truncated = (np.repeat(end[:, None], len(self.agents), 1) for end in (terminated, truncated))
         return obs, reward.astype(np.float64), terminated, truncated, info
+
+    def decode(self, actions: Any) -> ToolActions:
+        """The batch of structured actions as the core's arrays (a ``ToolActions`` passes as it is)."""
+        if isinstance(actions, ToolActions):
+            return actions
+        return decode_actions(actions, self._shape, self.scenario.action_space, self.scenario.params)
 
     def frame(self, world: int = 0, pixels: int = 384) -> np.ndarray:
         """World ``world`` seen from above as an (H, W, 3) uint8 image."""
@@ -166,6 +170,13 @@ class ArenaVectorEnv(VectorEnv):
 
 
 # -- registration: one factory for every scenario ---------------------------------------------
+
+ALIASES = {"team_capture_v0": "arena_envs/TeamCapture-v0", "team_capture": "arena_envs/TeamCapture-v0"}
+
+
+def registered_id(name: str) -> str:
+    """The Gymnasium id for ``name``: itself, or the id of PettingZoo's module name ``team_capture_v0``."""
+    return ALIASES.get(name.split("/")[-1], name)
 
 
 def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:

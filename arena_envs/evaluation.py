@@ -25,14 +25,6 @@ from typing import Any
 from arena_envs.tools.pool import ToolPool
 
 
-def _success(info: dict[str, Any], terminated: bool) -> bool:
-    if "success" in info:
-        return bool(info["success"])
-    if "resources_remaining" in info:
-        return info["resources_remaining"] == 0
-    return terminated
-
-
 async def _episode(pool: ToolPool, agent: Any, episode: int, seed: int) -> dict[str, Any]:
     decide = agent().decide if inspect.isclass(agent) else getattr(agent, "decide", agent)
     obs = await pool.acquire(episode, seed=seed)
@@ -52,7 +44,7 @@ async def _episode(pool: ToolPool, agent: Any, episode: int, seed: int) -> dict[
                 break
     finally:
         await pool.release(episode)
-    return {"seed": seed, "success": _success(info, terminated), "score": float(info.get("score", total)),
+    return {"seed": seed, "success": bool(info["success"]), "score": float(info.get("score", total)),
             "return": total, "steps": steps, "errors": dict(errors)}
 
 

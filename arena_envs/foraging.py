@@ -46,7 +46,8 @@ Terminates when every resource is collected or health reaches 0; truncates after
 
 ## Info
 
-``success`` (every resource collected), ``score`` (the Agent Arena score ``max(0, collected/total·100 − min(damage, 100))``),
+``success`` (every resource collected), ``score`` (the Agent Arena score
+``max(0, collected/total·100 − min(damage, 100))``),
 ``resources_collected``, ``resources_remaining``, ``damage_taken``, ``health``.
 
 ## Arguments

@@ -54,7 +54,7 @@ class WorldParams:
     agent_radius: float = 0.5
     perception_radius: float = 10.0
     collect_range: float = 2.0
-    craft_range: float = 2.5
+    craft_range: float = 3.0  # the seed's attempt_craft pattern crafts below 3.0
     query_radius_default: float = 20.0
     query_radius_max: float = 50.0
     inventory_capacity: int = 50

@@ -12,10 +12,11 @@ from crafting_helpers import ENV_ID, ITEMS, MixedPolicy, make_single, make_vec
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
-from arena_envs.crafting import CraftingEnv, CraftingParams, CraftingVectorEnv, Recipe
+from arena_envs.crafting import Crafting, CraftingParams, Recipe
+from arena_envs.envs import ArenaEnv, ArenaVectorEnv
 from arena_envs.render import STATION_COLOUR
 
-INFO_KEYS = {"score", "goal_crafted", "items_crafted", "craft_attempts", "recipe_efficiency", "waste",
+INFO_KEYS = {"success", "score", "goal_crafted", "items_crafted", "craft_attempts", "recipe_efficiency", "waste",
              "resources_collected"}
 PLANK_RECIPES = (  # a user's own recipe table: a different chain, goal and station use
     Recipe("plank", {"wood": 1}, "workbench", 5, count=2),
@@ -34,9 +35,10 @@ def test_check_env_passes(kwargs):
 
 def test_registration_gives_the_native_envs():
     env = gym.make(ENV_ID)
-    assert isinstance(env.unwrapped, CraftingEnv) and env.spec.id == ENV_ID
+    assert isinstance(env.unwrapped, ArenaEnv) and env.spec.id == ENV_ID
+    assert isinstance(env.unwrapped.scenario, Crafting)
     envs = gym.make_vec(ENV_ID, num_envs=4)
-    assert isinstance(envs.unwrapped, CraftingVectorEnv)
+    assert isinstance(envs.unwrapped, ArenaVectorEnv) and isinstance(envs.unwrapped.scenario, Crafting)
     assert not isinstance(envs, gym.vector.SyncVectorEnv)
     assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
     same = gym.make_vec(ENV_ID, num_envs=2, autoreset_mode=AutoresetMode.SAME_STEP)

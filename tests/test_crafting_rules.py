@@ -211,9 +211,9 @@ def test_missing_materials(world, where):
     assert_nothing_used(w, 0, before)
 
 
-@pytest.mark.parametrize("offset, code", [((2.5, 0.0), OK), ((1.5, 2.0), OK), ((2.6, 0.0), OUT_OF_RANGE),
+@pytest.mark.parametrize("offset, code", [((3.0, 0.0), OK), ((1.5, 2.5), OK), ((3.1, 0.0), OUT_OF_RANGE),
                                           ((0.0, -7.0), OUT_OF_RANGE)])
-def test_crafting_range_is_two_and_a_half_with_the_distance_reported(world, offset, code):
+def test_crafting_range_is_three_with_the_distance_reported(world, offset, code):
     w = world(1)
     w.beside(0, "furnace", *offset)
     w.give(0, iron_ore=1, coal=1)

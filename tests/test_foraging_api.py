@@ -11,7 +11,8 @@ from conftest import ENV_ID, action_row, make_single, make_vec, policy_actions
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-from arena_envs.foraging import ForagingEnv, ForagingVectorEnv
+from arena_envs.envs import ArenaEnv, ArenaVectorEnv
+from arena_envs.foraging import Foraging
 
 
 @pytest.mark.parametrize("layout", ["classic", "random"])
@@ -34,10 +35,10 @@ def test_check_env_passes_with_other_sizes(layout):
 
 def test_registration_gives_the_native_envs():
     env = gym.make(ENV_ID)
-    assert isinstance(env.unwrapped, ForagingEnv)
+    assert isinstance(env.unwrapped, ArenaEnv) and isinstance(env.unwrapped.scenario, Foraging)
     assert env.spec.id == ENV_ID
     envs = gym.make_vec(ENV_ID, num_envs=4)
-    assert isinstance(envs.unwrapped, ForagingVectorEnv)
+    assert isinstance(envs.unwrapped, ArenaVectorEnv) and isinstance(envs.unwrapped.scenario, Foraging)
     assert isinstance(envs.unwrapped, gym.vector.VectorEnv)
     assert not isinstance(envs, gym.vector.SyncVectorEnv)
 
@@ -59,10 +60,11 @@ def test_observation_space_is_the_documented_table(layout, sizes):
     assert space["time_left"].high[0] == 600
     obs, info = env.reset(seed=0)
     assert space.contains(obs)
-    assert set(info) == {"score", "resources_collected", "resources_remaining", "damage_taken", "health"}
+    assert set(info) == {"success", "score", "resources_collected", "resources_remaining", "damage_taken", "health"}
     placed = int(env.unwrapped.state.res_total[0])
     assert placed == R if layout == "classic" else 1 <= placed <= R
-    assert info == {"score": 0.0, "resources_collected": 0, "resources_remaining": placed, "damage_taken": 0.0,
+    assert info == {"success": False, "score": 0.0, "resources_collected": 0, "resources_remaining": placed,
+                    "damage_taken": 0.0,
                     "health": 100.0}
     assert obs["agent"][2:5].tolist() == [100.0, 100.0, 0.0]
     assert obs["time_left"].tolist() == [600.0] and obs["inventory"].tolist() == [0.0, 0.0, 0.0]

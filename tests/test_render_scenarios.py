@@ -13,7 +13,6 @@ from team_capture_helpers import POINT_XZ, POINTS, agent_action, random_actions
 
 import arena_envs  # noqa: F401  (registers the environments)
 from arena_envs import team_capture_v0
-from arena_envs.crafting import CRAFTING_COLOUR
 from arena_envs.render import (
     NEUTRAL_COLOUR,
     STATION_TYPE_COLOURS,
@@ -23,6 +22,7 @@ from arena_envs.render import (
     lighter,
     text_width,
 )
+from arena_envs.scenes import CRAFTING_COLOUR
 from arena_envs.scripted import ScriptedCaptureTeam, ScriptedCrafter, ScriptedForager
 from arena_envs.team_capture import BLUE, RED, join_teams, split_teams
 

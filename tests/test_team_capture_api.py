@@ -16,7 +16,7 @@ from team_capture_helpers import TOOLS, idle_actions
 
 import arena_envs  # noqa: F401  (registers the environments)
 from arena_envs import team_capture_v0
-from arena_envs.team_capture import TeamCaptureParallelEnv, TeamCaptureVectorEnv
+from arena_envs.team_capture_v0 import TeamCaptureParallelEnv, TeamCaptureVectorEnv
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,8 @@ def test_observation_space_is_the_documented_table():
     obs, infos = env.reset(seed=0)
     for agent in env.agents:
         assert space.contains(obs[agent])
-        assert infos[agent] == {"blue_score": 0.0, "red_score": 0.0, "blue_points": 0, "red_points": 0}
+        assert infos[agent] == {"success": False, "score": 0.0, "blue_score": 0.0, "red_score": 0.0,
+                                "blue_points": 0, "red_points": 0}
     blue, red = obs["blue_agent_1"], obs["red_agent_1"]
     assert blue["agent"][6] == 0 and red["agent"][6] == 1
     assert blue["time_left"].tolist() == [1200.0] and blue["score"].tolist() == [0.0, 0.0]

@@ -182,8 +182,8 @@ def test_stepping_a_subset_leaves_the_other_worlds_alone():
     active = np.array([True, False, True, False])
     for _ in range(60):
         batch = random_actions(rng, (4, A), N)
-        envs.scenario.step(envs.state, envs._decode(copy_action(batch)), active)
-        twin.scenario.step(twin.state, twin._decode({k: ({q: w[active] for q, w in v.items()} if isinstance(v, dict)
+        envs.batch.step(envs.decode(copy_action(batch)), active)
+        twin.batch.step(twin.decode({k: ({q: w[active] for q, w in v.items()} if isinstance(v, dict)
                                                          else v[active]) for k, v in batch.items()}))
     moved = dict(twin.state.arrays())
     for name, array in envs.state.arrays():

@@ -27,8 +27,9 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 import arena_envs  # noqa: F401  (registers the envs)
+from arena_envs.envs import SCENARIOS, registered_id
 from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, merge_agents, split_agents
-from arena_envs.wrappers.sb3 import MULTI_AGENT, Sb3VecEnv, make_native
+from arena_envs.wrappers.sb3 import Sb3VecEnv, make_native
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -45,7 +46,8 @@ def scenario_name(env_id: str) -> str:
 
 def is_team(env_id: str) -> bool:
     """Whether ``env_id`` is a two-team scenario (agents play in teams, one policy for all)."""
-    return env_id.split("/")[-1] in MULTI_AGENT
+    scenario = gym.spec(registered_id(env_id)).kwargs.get("scenario")
+    return scenario in SCENARIOS and SCENARIOS[scenario].multi_agent
 
 
 def load_config(env: str, path: str | Path | None = None) -> dict[str, Any]:
@@ -190,16 +192,9 @@ def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool = T
 # -- episodes --------------------------------------------------------------------------
 
 
-def success(env_id: str, info: dict[str, np.ndarray]) -> np.ndarray:
-    """Whether each world's episode reached the scenario's goal, from its final info."""
-    name = scenario_name(env_id)
-    if name == "foraging":  # every resource collected
-        return np.asarray(info["resources_remaining"]) == 0
-    if name == "crafting":  # the goal item made
-        return np.asarray(info["goal_crafted"]) > 0
-    if name == "team_capture":  # blue ahead at the end
-        return np.asarray(info["blue_score"]) > np.asarray(info["red_score"])
-    raise ValueError(f"no success rule for {env_id}")
+def success(info: dict[str, Any]) -> np.ndarray:
+    """Whether each world's episode reached its scenario's goal: every scenario reports it in its info."""
+    return np.asarray(info["success"], bool)
 
 
 def policy(envs: gym.vector.VectorEnv, env_id: str, make_agent: Callable[[Any], Any],
@@ -243,8 +238,8 @@ def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episode
         done = running & ((terminated | truncated)[:, 0] if team else terminated | truncated)
         if done.any():
             final = info["final_info"]
-            result["score"][done] = (final["blue_score"] if team else final["score"])[done]
-            result["success"][done] = success(env_id, final)[done]
+            result["score"][done] = final["score"][done]
+            result["success"][done] = final["success"][done]
             running &= ~done
     envs.close()
     return result

@@ -63,7 +63,7 @@ class EpisodeStats(BaseCallback):
             if "score" not in info:  # team capture: the periodic evaluation tells how it goes
                 continue
             self.scores.append(info["score"])
-            self.successes.append(float(success(self.env_id, {k: np.asarray([v]) for k, v in info.items()})[0]))
+            self.successes.append(float(success(info)))
         return True
 
     def _on_rollout_end(self) -> None:

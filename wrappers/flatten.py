@@ -417,7 +417,7 @@ class FlatVectorEnv(VectorWrapper):
     def __init__(self, envs: VectorEnv, **encoding: Any):
         super().__init__(envs)
         self.encoding = FlatEncoding.for_env(envs, **encoding)
-        self.agents = len(getattr(envs.unwrapped, "agents", ())) or None  # agents per world, None: no agent axis
+        self.agents = len(getattr(envs.unwrapped, "agents", None) or ()) or None  # per world; None: no agent axis
         self.agent_observation_space = self.encoding.observation_space
         self.agent_action_space = self.encoding.action_space
         if self.agents:

@@ -15,6 +15,8 @@ such as :class:`~arena_envs.wrappers.FlatVectorEnv`) and speaks SB3's contract::
   ``infos[i]`` too. Worlds still running get an empty info (cheap for big batches).
 - ``seed(s)`` seeds world ``i`` with ``s + i`` at the next ``reset``, exactly as a
   ``DummyVecEnv`` of single envs would.
+- Actions are checked before anything moves: a wrong shape, a non-numeric dtype, NaN or
+  infinity, a non-integer or out-of-range discrete choice raises ``ValueError`` naming it.
 - Multi-agent batches (``team_capture_v0``) give every agent of every world its own slot,
   ``num_envs = B × A`` with slot ``b * A + a``: one policy plays every agent of both teams
   (parameter-shared self-play). A world takes the seed of its first slot; a slot's info
@@ -34,21 +36,46 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from arena_envs.envs import registered_id
 from arena_envs.wrappers.flatten import FlatVectorEnv, merge_agents, split_agents
-
-MULTI_AGENT = ("team_capture_v0",)  # ids made by arena_envs.<id>.vector_env rather than gym.make_vec
 
 
 def make_native(env_id: str, num_envs: int, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                 **env_kwargs: Any) -> VectorEnv:
-    """The native batch of an arena env: ``gym.make_vec`` or, for team capture, its ``vector_env``."""
-    name = env_id.split("/")[-1]
-    if name in MULTI_AGENT:
-        import importlib
+    """The native batch of an arena env (``team_capture_v0`` names ``arena_envs/TeamCapture-v0``)."""
+    return gym.make_vec(registered_id(env_id), num_envs=num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
 
-        module = importlib.import_module(f"arena_envs.{name}")
-        return module.vector_env(num_envs=num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
-    return gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
+
+def checked_actions(actions: Any, space: gym.Space, num_envs: int) -> Any:
+    """``actions`` for ``num_envs`` slots of ``space`` as an array, or ``ValueError`` naming the problem."""
+    if isinstance(space, gym.spaces.Dict):
+        return actions  # the native decoder checks structured actions field by field
+    try:
+        arr = np.asarray(actions)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"actions are not a rectangular array: {err}") from None
+    expected = (num_envs, *space.shape)
+    if isinstance(space, gym.spaces.Discrete) and arr.shape == (num_envs, 1):
+        arr = arr[:, 0]  # SB3 hands some discrete actions over as a column
+    if arr.shape != expected:
+        raise ValueError(f"actions must have shape {expected}, got {arr.shape}")
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"actions must be numbers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        slots = np.flatnonzero(~np.isfinite(arr).reshape(num_envs, -1).all(1)).tolist()
+        raise ValueError(f"actions must be finite, got NaN or infinity in slots {slots}")
+    if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.Discrete):
+        if arr.dtype.kind == "f":
+            if (arr != np.round(arr)).any():
+                raise ValueError("discrete actions must be whole numbers")
+            arr = arr.astype(np.int64)
+        low = space.start if isinstance(space, gym.spaces.Discrete) else np.zeros_like(space.nvec)
+        high = low + (space.n if isinstance(space, gym.spaces.Discrete) else space.nvec)
+        bad = (arr < low) | (arr >= high)
+        if bad.any():
+            slot = int(np.flatnonzero(bad.reshape(num_envs, -1).any(1))[0])
+            raise ValueError(f"discrete action out of range in slot {slot}: {arr[slot].tolist()} not within {space}")
+    return arr
 
 
 class Sb3VecEnv(VecEnv):
@@ -59,7 +86,7 @@ class Sb3VecEnv(VecEnv):
             raise ValueError("Sb3VecEnv needs a vector env with autoreset_mode=SAME_STEP, got "
                              f"{envs.metadata.get('autoreset_mode')}")
         self.envs = envs
-        self.agents = len(getattr(envs.unwrapped, "agents", ())) or None  # per world; None: single agent
+        self.agents = len(getattr(envs.unwrapped, "agents", None) or ()) or None  # per world; None: single agent
         self._actions: Any = None
         if self.agents:  # a slot is one agent: its spaces are one agent's
             flat = next((layer for layer in self._layers() if hasattr(layer, "agent_observation_space")), None)
@@ -93,7 +120,7 @@ class Sb3VecEnv(VecEnv):
         return merge_agents(obs, self.agents)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = split_agents(actions, self.agents)
+        self._actions = split_agents(checked_actions(actions, self.action_space, self.num_envs), self.agents)
 
     def step_wait(self) -> VecEnvStepReturn:
         obs, reward, terminated, truncated, info = self.envs.step(self._actions)
@@ -112,10 +139,8 @@ class Sb3VecEnv(VecEnv):
         self.envs.close()
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        from arena_envs.render import render_frame
-
         native = self.envs.unwrapped
-        return [render_frame(native.scenario, native.state, i // (self.agents or 1)) for i in range(self.num_envs)]
+        return [native.frame(i // (self.agents or 1)) for i in range(self.num_envs)]
 
     # -- attributes of the batch -------------------------------------------------------
 
