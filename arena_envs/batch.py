@@ -134,6 +134,8 @@ class Batch(Generic[State]):
         seeds = [None] * len(index) if seeds is None else list(seeds)
         if len(seeds) != len(index):
             raise ValueError(f"expected {len(index)} seeds, got {len(seeds)}")
+        if any(isinstance(s, bool) for s in seeds):  # an int to Python, but never meant as a seed
+            raise ValueError(f"seeds must be non-negative integers or None, got {seeds}")
         fresh = {int(i): seeding.np_random(s)[0] for i, s in zip(index, seeds, strict=True)
                  if s is not None or self.rngs[i] is None}  # raises before anything changed
         for i, rng in fresh.items():
