@@ -121,6 +121,8 @@ from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
+from arena_envs.perception import entity_table, relative, table_bounds
+from arena_envs.tick import advance, apply_tools
 from arena_envs.world import (
     CRAFT,
     F32,
@@ -131,13 +133,8 @@ from arena_envs.world import (
     ToolActions,
     WorldParams,
     WorldState,
-    advance,
-    apply_tools,
-    entity_table,
     first_valid,
-    relative,
     reset_agents,
-    table_bounds,
 )
 
 LAYOUTS = ("classic", "random")

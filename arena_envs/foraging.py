@@ -73,6 +73,8 @@ from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
+from arena_envs.perception import entity_table, obstacle_table, relative, table_bounds
+from arena_envs.tick import advance, apply_tools
 from arena_envs.world import (
     F32,
     FAR,
@@ -84,14 +86,8 @@ from arena_envs.world import (
     ToolActions,
     WorldParams,
     WorldState,
-    advance,
-    apply_tools,
-    entity_table,
     first_valid,
-    obstacle_table,
-    relative,
     reset_agents,
-    table_bounds,
 )
 
 LAYOUTS = ("random", "classic")

@@ -160,7 +160,7 @@ class ScriptedCrafter:
 
     def __init__(self, params: CraftingParams | None = None):
         from arena_envs.crafting import CraftingParams, recipe_table
-        from arena_envs.world import resource_items
+        from arena_envs.tick import resource_items
 
         self.params = params or CraftingParams()
         p = self.params

@@ -116,6 +116,8 @@ from gymnasium import spaces
 
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
+from arena_envs.perception import line_of_sight, relative
+from arena_envs.tick import advance, apply_tools
 from arena_envs.world import (
     F32,
     FAR,
@@ -128,11 +130,7 @@ from arena_envs.world import (
     ToolActions,
     WorldParams,
     WorldState,
-    advance,
-    apply_tools,
     first_valid,
-    line_of_sight,
-    relative,
     reset_agents,
 )
 

@@ -24,7 +24,8 @@ from crafting_helpers import (
 )
 
 from arena_envs.crafting import Crafting, CraftingParams, Recipe
-from arena_envs.world import CRAFT, ToolActions, WorldState, advance, apply_tools, reset_agents
+from arena_envs.tick import advance, apply_tools
+from arena_envs.world import CRAFT, ToolActions, WorldState, reset_agents
 
 
 @pytest.fixture
