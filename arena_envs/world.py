@@ -71,6 +71,7 @@ class WorldParams:
     item_names: tuple[str, ...] = ("berry", "wood", "stone")
     resource_types: tuple[str, ...] = ("berry", "wood", "stone")
     station_types: tuple[str, ...] = ()
+    food_items: tuple[str, ...] = ("berry", "apple", "meal")  # items the tool layer reports as type "food"
 
 
 QUERY_RESOURCE, QUERY_HAZARD, QUERY_AGENT, QUERY_STATION = 1, 2, 3, 4
