@@ -83,7 +83,7 @@ def entity_table(params: WorldParams, slots: EntitySlots, s: WorldState, n_kinds
                             (d2 <= F32(params.perception_radius**2)) & present & s.alive[:, :, None], (dx, dz))
     table = np.empty(d2.shape + (len(TABLE_COLUMNS) + n_kinds,), F32)
     table[..., 0] = visible
-    asked = s.last_tool == QUERY_WORLD
+    asked = (s.last_tool == QUERY_WORLD) & s.acted  # a query answers once, not while the agent carries on
     if any_true(asked):
         asked &= s.last_code == OK
         filt = s.query_filter[:, :, None]

@@ -318,7 +318,7 @@ class TeamCapture:
         """Age every inbox, then deliver this tick's messages to teammates in range, minus drops."""
         p, N = self.params, self.agents_per_team
         s.extra["inbox_age"] += 1
-        b, a = np.nonzero((s.last_tool == SEND_MESSAGE) & (s.last_code == OK))
+        b, a = np.nonzero((s.last_tool == SEND_MESSAGE) & (s.last_code == OK) & s.acted)  # sent this tick
         if len(b) == 0:
             return
         receiver = (a - a % N)[:, None] + np.arange(N)  # (k, N): the sender's team

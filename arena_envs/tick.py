@@ -83,7 +83,9 @@ def apply_tools(params: WorldParams, slots: EntitySlots, s: WorldState, act: Too
         new = tool != NO_TOOL
         for last, now in ((s.last_tool, tool), (s.last_code, code), (s.last_index, index), (s.last_value, value)):
             np.copyto(last, now, where=new, casting="unsafe")
+        s.acted[...] = new
     else:
+        s.acted[...] = True
         s.last_tool[...] = tool
         s.last_code[...] = code
         s.last_index[...] = index

@@ -136,6 +136,7 @@ class WorldState:
     last_code: np.ndarray  # (B, A) int8
     last_index: np.ndarray  # (B, A) int16: the table row the action addressed
     last_value: np.ndarray  # (B, A) float32: a number for the message (a distance)
+    acted: np.ndarray  # (B, A) bool: given a command this tick (false while carrying on: NO_TOOL)
     query_radius: np.ndarray  # (B, A) float32
     query_filter: np.ndarray  # (B, A) int8
     # crafting: what each agent is making and where; its output arrives when craft_left reaches 0
@@ -173,7 +174,7 @@ class WorldState:
             in_hazard=np.zeros((B, A, H), bool), damage_taken=f(B, A),
             collected=np.zeros((B, A), np.int32),
             last_tool=np.full((B, A), IDLE, np.int8), last_code=np.zeros((B, A), np.int8),
-            last_index=np.zeros((B, A), np.int16), last_value=f(B, A),
+            last_index=np.zeros((B, A), np.int16), last_value=f(B, A), acted=np.zeros((B, A), bool),
             query_radius=f(B, A), query_filter=np.zeros((B, A), np.int8),
             craft_recipe=np.zeros((B, A), np.int16), craft_station=np.zeros((B, A), np.int16),
             craft_left=np.zeros((B, A), np.int32),
@@ -331,6 +332,7 @@ def reset_agents(params: WorldParams, s: WorldState, index: np.ndarray, x: np.nd
     s.last_code[index] = OK
     s.last_index[index] = 0
     s.last_value[index] = 0.0
+    s.acted[index] = False
     s.query_radius[index] = 0.0
     s.query_filter[index] = 0
     s.craft_recipe[index] = 0

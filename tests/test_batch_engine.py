@@ -208,3 +208,23 @@ def test_team_capture_vector_env_refuses_what_is_not_a_batch_of_actions(actions)
     envs.reset(seed=0)
     with pytest.raises(ValueError):
         envs.step(actions)
+
+
+def test_carrying_on_repeats_neither_a_query_nor_a_message():
+    env = team_capture_v0.parallel_env(agents_per_team=2, message_drop_prob=0.0)
+    env.reset(seed=0)
+    talk = agent_action(idle_actions((1, 4)), 0, 0)
+    talk["tool"], talk["send_message"] = np.int64(TOOLS["send_message"]), np.array([3, 0])
+    env.step({"blue_agent_1": talk})
+    world = env.unwrapped.world
+    assert world.extra["inbox_token"][0, 1, 0] == 3 and world.extra["inbox_age"][0, 1, 0] == 0  # blue_agent_2 heard it
+    env.step({})  # blue_agent_1 carries on: its message is not sent again, so it ages
+    assert world.extra["inbox_age"][0, 1, 0] == 1 and not world.acted.any()
+    batch = Batch(Foraging(num_resources=4), 1)
+    batch.reset(seeds=[0])
+    query = ToolActions.idle((1, 1))
+    query.tool[:], query.query_radius[:] = TOOLS["query_world"], 50.0
+    batch.step(query)
+    assert batch.observe()["resources"][0, :, 1].any()  # in the query result this tick
+    batch.step(ToolActions.none((1, 1)))
+    assert not batch.observe()["resources"][0, :, 1].any()  # not again while carrying on

@@ -247,7 +247,7 @@ def test_bad_calls_fail_for_that_agent_only_and_are_explained():
     results = {name: obs.last_action_result for name, obs in observations.items()}
     assert results["blue_agent_1"].error_code == "INVALID_PARAMS" and "no JSON" in results["blue_agent_1"].error_message
     assert results["blue_agent_2"].error_code == "NOT_FOUND" and "Berry1" in results["blue_agent_2"].error_message
-    assert results["red_agent_1"].error_code == "INVALID_PARAMS" and "±30" in results["red_agent_1"].error_message
+    assert results["red_agent_1"].success and "clamped to (29.5, 0.0)" in results["red_agent_1"].message
     assert results["red_agent_2"].error_code == "NOT_FOUND" and results["red_agent_2"].tool == "craft"
     with pytest.raises(ValueError, match="unknown or finished agents"):
         env.step({"green_agent_1": Decision.idle()})
