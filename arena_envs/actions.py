@@ -3,7 +3,7 @@
 One ``Dict`` action serves every 2D scenario (DESIGN §5)::
 
     tool          Discrete(7)          index into TOOL_NAMES
-    move_to       Box(3)               target x, target z, speed multiplier in (0, 2]
+    move_to       Box(3)               target x, target z, speed multiplier in [min_speed, max]
     collect       Discrete(R)          row of the observed resource table
     craft         MultiDiscrete(2)     recipe index, station row
     query_world   Dict(radius Box(1) in (0, 50], filter Discrete(5))
@@ -11,13 +11,15 @@ One ``Dict`` action serves every 2D scenario (DESIGN §5)::
 
 Only the chosen tool's values are checked, so entries of other tools may be missing or
 hold any values (of the right shape and a numeric dtype). A bad value for the chosen
-tool (NaN, inf, out of range) makes that agent's action ``INVALID_PARAMS``; a batch
-that is malformed as a whole (unknown key, wrong shape, non-numeric dtype) raises a
-``ValueError`` naming the field before anything moves.
+tool (NaN, inf, out of range, a speed below :func:`min_speed`) makes that agent's action
+``INVALID_PARAMS``; a batch that is malformed as a whole (unknown key, wrong shape, a
+dtype that is not a number: booleans are not indices) raises a ``ValueError`` naming
+the field before anything moves.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,7 +40,22 @@ from arena_envs.world import (
     WorldParams,
 )
 
+F32 = np.float32
+
 ACTION_KEYS = ("tool", "move_to", "collect", "craft", "query_world", "send_message")
+NUMBER_KINDS = "iuf"  # numpy dtype kinds an action may hold: not bool, which would index as 0 and 1
+
+
+def min_speed(params: WorldParams) -> float:
+    """The slowest speed multiplier ``move_to`` accepts (both as a tool call and as an action).
+
+    Any slower and the agent could not cover even the arrival distance in a whole
+    episode: the order could never arrive and would only look like idling. (Without a
+    floor, a speed such as 1e-45 passed as "positive" although it is a float32 denormal.)
+    It is rounded up to a thousandth so that messages show a plain number (0.002 by default).
+    """
+    slowest = params.arrive_distance / (params.move_speed * params.dt * params.max_ticks)
+    return math.ceil(slowest * 1000) / 1000
 
 
 def tool_action_space(params: WorldParams, resources: int, recipes: int, stations: int,
@@ -103,8 +120,8 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
             arr = np.asarray(value)
         except ValueError as err:  # ragged nested lists
             raise ValueError(f"action '{label or key}' is not a rectangular array: {err}") from None
-        if arr.dtype.kind not in "biuf":
-            raise ValueError(f"action '{label or key}' must be numeric, got dtype {arr.dtype}")
+        if arr.dtype.kind not in NUMBER_KINDS:
+            raise ValueError(f"action '{label or key}' must be numeric (not boolean), got dtype {arr.dtype}")
         if arr.shape != lead + tail:
             raise ValueError(f"action '{label or key}' has shape {arr.shape}, expected {lead + tail}")
         return arr[None] if single else arr
@@ -137,7 +154,7 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
                 move = move.astype(np.float32, copy=False)
             tx, tz, speed = move[..., 0], move[..., 1], move[..., 2]
             w = params.half_size  # NaN fails every comparison below
-            check(MOVE_TO, (np.abs(tx) <= w) & (np.abs(tz) <= w) & (speed > 0)
+            check(MOVE_TO, (np.abs(tx) <= w) & (np.abs(tz) <= w) & (speed >= F32(min_speed(params)))
                   & (speed <= params.max_speed_multiplier))
             out.update(target_x=tx, target_z=tz, speed=speed)
     if used[COLLECT]:
@@ -226,7 +243,7 @@ def _decode_single(actions: Any, space: spaces.Dict, params: WorldParams) -> Too
         target_x, target_z, speed = move
         # the bounds as float32 values, as the array path compares them
         w, top = float(np.float32(params.half_size)), float(np.float32(params.max_speed_multiplier))
-        if not (abs(target_x) <= w and abs(target_z) <= w and 0 < speed <= top):
+        if not (abs(target_x) <= w and abs(target_z) <= w and float(np.float32(min_speed(params))) <= speed <= top):
             return None
     elif tool == COLLECT:
         collect = _plain_index(actions.get("collect"), space.spaces["collect"].n)
@@ -268,7 +285,7 @@ def _plain(source: dict, tails: dict) -> bool:
         if value is None or tail is None:  # query_world is checked by the caller
             continue
         if isinstance(value, (np.ndarray, np.generic)):
-            if value.shape != tail or value.dtype.kind not in "biuf":
+            if value.shape != tail or value.dtype.kind not in NUMBER_KINDS:
                 return False
         elif type(value) not in (int, float) or tail != ():
             return False

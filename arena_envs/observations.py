@@ -7,10 +7,55 @@ tool-calling user asks for them; the simulation never touches them.
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
 Vec3 = tuple[float, float, float]
+
+MAX_NAME_CHARS = 64
+"""A name a model wrote (tool, target, station, agent) is cut to this length where it is echoed."""
+MAX_TEXT_CHARS = 1000
+"""Longer model text (a message sent, an error message quoting the model) is cut to this length."""
+
+
+def bounded_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` made safe to put in an observation: at most ``limit`` characters (longer
+    text ends with how much was cut) and encodable as UTF-8 (a lone surrogate, which
+    ``str.encode`` refuses, becomes U+FFFD; a proper surrogate pair becomes its character).
+    Bounding bounded text changes nothing."""
+    if len(text) <= limit and text.isascii():  # the usual case, at once
+        return text
+    suffix = ""
+    if len(text) > limit:
+        keep = max(limit - 32, limit // 2)  # room for the suffix, which fits in 32 characters
+        suffix = f"... ({len(text) - keep} more characters)"
+        text = text[:keep]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text + suffix
+
+
+def quoted_name(name: Any) -> str:
+    """A name from a model as it is quoted in a message: ``'Berry1'``, bounded and encodable."""
+    if isinstance(name, str):
+        return "'" + bounded_text(name, MAX_NAME_CHARS) + "'"
+    return short_repr(name)
+
+
+def short_repr(value: Any) -> str:
+    """A bounded, encodable ``repr`` of any value, safe on deeply nested or circular data."""
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # a foreign object's __repr__ may fail: its type still says enough
+        text = f"<{type(value).__name__}>"
+    return bounded_text(text, 2 * MAX_NAME_CHARS)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, MAX_NAME_CHARS, MAX_NAME_CHARS
 
 
 @dataclass(slots=True)
@@ -65,10 +110,13 @@ class RecipeInfo:
 
 @dataclass(slots=True)
 class ActionResult:
+    """The outcome of the last tool call; ``message`` is a note on a success (a clamped target)."""
+
     success: bool
     error_code: str | None = None
     error_message: str | None = None
     tool: str | None = None
+    message: str | None = None
 
 
 @dataclass(slots=True)
@@ -149,7 +197,9 @@ class Observation:
                  f"| energy {self.energy:.0f}"]
         if self.last_action_result is not None:
             r = self.last_action_result
-            lines.append(f"last action {r.tool}: " + ("ok" if r.success else f"{r.error_code}: {r.error_message}"))
+            outcome = ("ok" + (f" ({r.message})" if r.message else "")) if r.success else (
+                f"{r.error_code}: {r.error_message}")
+            lines.append(f"last action {r.tool}: {outcome}")
         lines += _section("resources", [f"{r.name} ({r.type}) {r.distance:.1f} away at {_xz(r.position)}"
                                         for r in self.nearby_resources])
         lines += _section("hazards", [f"{h.name} ({h.type}) {h.distance:.1f} away at {_xz(h.position)}"

@@ -99,7 +99,8 @@ def test_schemas_are_fresh_copies():
 def test_schemas_carry_defaults_bounds_and_enums():
     params = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
     speed = params["move_to"]["properties"]["speed"]
-    assert (speed["default"], speed["exclusiveMinimum"], speed["maximum"]) == (1.0, 0, 2)
+    # the slowest speed is a floor read from the world's params (see arena_envs.actions.min_speed)
+    assert (speed["default"], speed["minimum"], speed["maximum"]) == (1.0, 0.002, 2)
     radius = params["query_world"]["properties"]["radius"]
     assert (radius["default"], radius["maximum"]) == (20, 50)
     assert params["query_world"]["properties"]["filter_type"]["enum"] == ["resource", "hazard", "agent", "station"]
@@ -167,7 +168,6 @@ BAD_CALLS = [
     ("move_to", {"target": [1, 2, 3, 4]}, "target"),
     ("move_to", {"target": "1,0,2"}, "target"),
     ("move_to", {"target": {"x": 1}}, "target"),
-    ("move_to", {"target": None}, "target"),
     ("move_to", {"target": [1, "0", 2]}, "target[1]"),
     ("move_to", {"target": [1, 0, True]}, "target[2]"),
     ("move_to", {"target": [NAN, 0, 2]}, "target[0]"),
@@ -187,8 +187,8 @@ BAD_CALLS = [
     ("move_to", {"target": [1, 0, 2], "speed": 2.0001}, "speed"),
     ("move_to", {"target": [1, 0, 2], "speed": NAN}, "speed"),
     ("move_to", {"target": [1, 0, 2], "speed": "fast"}, "speed"),
-    ("move_to", {"target": [1, 0, 2], "speed": None}, "speed"),
     ("move_to", {"target": [1, 0, 2], "sped": 1}, "sped"),
+    ("move_to", {"target": None}, "target_x"),  # null for the shorthand: as if absent, so target_x is missing
     ("collect", {}, "target_name"),
     ("collect", {"target_name": ""}, "target_name"),
     ("collect", {"target_name": 5}, "target_name"),
@@ -211,7 +211,6 @@ BAD_CALLS = [
     ("query_world", {"filter_type": "tree"}, "filter_type"),
     ("query_world", {"filter_type": "Resource"}, "filter_type"),
     ("query_world", {"filter_type": 1}, "filter_type"),
-    ("query_world", {"filter_type": None}, "filter_type"),
     ("query_world", {"filter": "resource"}, "filter"),
     ("query_inventory", {"verbose": True}, "verbose"),
     ("send_message", {}, "message"),
@@ -259,7 +258,7 @@ def test_unknown_tool_message_lists_the_tools():
 
 
 def test_range_errors_state_the_limits_and_the_value():
-    with pytest.raises(ToolCallError, match=r"'speed' must be > 0 and <= 2, got number 3"):
+    with pytest.raises(ToolCallError, match=r"'speed' must be >= 0.002 and <= 2, got number 3"):
         validate_params("move_to", {"target": [0, 0, 0], "speed": 3})
     with pytest.raises(ToolCallError, match=r"'radius' must be > 0 and <= 50"):
         validate_params("query_world", {"radius": 51})
@@ -267,7 +266,7 @@ def test_range_errors_state_the_limits_and_the_value():
 
 def test_limits_themselves_are_accepted():
     assert validate_params("move_to", {"target": [0, 0, 0], "speed": 2})["speed"] == 2.0
-    assert validate_params("move_to", {"target": [0, 0, 0], "speed": 1e-9})["speed"] == 1e-9
+    assert validate_params("move_to", {"target": [0, 0, 0], "speed": 0.002})["speed"] == 0.002
     assert validate_params("query_world", {"radius": 50})["radius"] == 50.0
 
 
@@ -341,14 +340,25 @@ def mutated_calls(draw):
 
 @given(mutated_calls())
 def test_schema_and_validator_agree_on_generated_params(call):
+    """The schema states the canonical form; the validator also reads ``null`` as "not given"
+    for an optional parameter (what strict-mode models send), so nulls of optional
+    parameters are compared as absent."""
     tool, params = call
-    assert params_validator(tool).is_valid(params) is accepted(tool, params)
+    spec = UNIVERSAL_TOOLS[tool]
+    optional = {p.name for p in spec.params if not p.required or p.name in _covered(spec)}
+    canonical = {k: v for k, v in params.items() if not (v is None and k in optional)}
+    assert params_validator(tool).is_valid(canonical) is accepted(tool, params)
+
+
+def _covered(spec):
+    """Required parameters a shorthand may stand for (target_x for target)."""
+    return {name for p in spec.params for name in p.shorthand_for}
 
 
 @given(
     x=st.floats(allow_nan=False, allow_infinity=False),
     z=st.floats(allow_nan=False, allow_infinity=False),
-    speed=st.floats(min_value=0, max_value=2, exclude_min=True),
+    speed=st.floats(min_value=0.002, max_value=2),
 )
 def test_both_move_to_forms_normalize_alike(x, z, speed):
     long_form = validate_params("move_to", {"target_x": x, "target_y": 0, "target_z": z, "speed": speed})

@@ -487,8 +487,9 @@ def test_reset_mask_resets_only_the_chosen_envs() -> None:
     assert infos["_turns"].tolist() == [False, True, False]
     envs.reset(seed=np.int64(20), options={"reset_mask": np.array([True, False, False])})
     assert envs.hunts[0].config == generate_treasure_hunt(seed=20).config
-    with pytest.raises(ValueError, match="reset_mask"):
-        envs.reset(options={"reset_mask": [True, False, True]})
+    for bad_mask in (np.array([True, False]), np.array([1, 0, 1]), np.zeros(3, bool)):
+        with pytest.raises(ValueError, match="reset_mask"):
+            envs.reset(options={"reset_mask": bad_mask})
 
 
 @pytest.mark.parametrize("actions", ['{"tool": "pwd"}', [{"tool": "pwd"}] * 2, {"tool": "pwd"}])
@@ -526,3 +527,29 @@ def test_bench_rows_report_tool_call_rates() -> None:
     rows = bench_rows(seconds=0.05)
     assert [label.split(",")[0] for label, _, _ in rows] == ["TreasureHunt memory"] * 2 + ["TreasureHunt disk"] * 2
     assert all(rate > 0 and unit == "tool calls/s" for _, rate, unit in rows)
+
+
+# --- the rules under the batch engine ---------------------------------------------------
+
+
+def test_the_rules_run_on_the_batch_engine_with_masked_steps() -> None:
+    from arena_envs.batch import Batch
+    from arena_envs.treasure_hunt import TreasureHuntRules, hunt_params
+
+    rules = TreasureHuntRules(hunt_params("easy"), "easy", "memory", max_steps=50, track_exploration=False)
+    batch = Batch(rules, 3)
+    batch.reset(seeds=[7, 8, 9])
+    assert [batch.state.episode(i).hunt.config for i in range(3)] == [
+        generate_treasure_hunt(seed=seed).config for seed in (7, 8, 9)
+    ]
+    before = batch.observe()
+    active = np.array([True, False, True])
+    rewards, terminations, truncations = batch.step([{"tool": "pwd"}, {"tool": "give_up"}, {"tool": "ls"}], active)
+    after = batch.observe()
+    assert after[1] == before[1] and after[0] != before[0] and after[2] != before[2]
+    assert rewards.tolist() == [-0.01, 0.0, -0.01] and not terminations.any() and not truncations.any()
+    assert batch.info()["turns"].tolist() == [1, 0, 1]
+    unseeded = batch.state.episode(1).hunt.config["seed"]
+    batch.reset([1])  # no seed: the world's own generator, seeded by its last seed
+    assert batch.state.episode(1).hunt.config["seed"] != unseeded
+    assert batch.state.episode(1).hunt.config["seed"] == int(np.random.default_rng(8).integers(2**63))

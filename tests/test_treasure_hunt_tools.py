@@ -60,6 +60,11 @@ def listing(hunt: TreasureHunt, directory: str) -> str:
     return "\n".join(sorted(files) + [f"{name}/" for name in sorted(dirs)])
 
 
+def failed(error: str) -> dict[str, Any]:
+    """A failed call as the seed lists it: no output, an error."""
+    return {"success": False, "output": "", "error": error}
+
+
 def location(hunt: TreasureHunt, relative: str) -> Any:
     return hunt.root / relative if relative else hunt.root
 
@@ -96,10 +101,13 @@ def test_cd_relative_absolute_and_parent(hunt: TreasureHunt) -> None:
 def test_cd_failures_keep_the_directory(hunt: TreasureHunt) -> None:
     root = root_argument(hunt)
     start = location(hunt, hunt.config["golden_path"][0])
-    assert tool_cd(start, root, "./nowhere") == ({"success": False, "error": "Directory not found: ./nowhere"}, start)
+    assert tool_cd(start, root, "./nowhere") == (failed("Directory not found: ./nowhere"), start)
     clue = posixpath.basename(hunt.config["clue_chain"][1])
-    assert tool_cd(start, root, clue) == ({"success": False, "error": f"Directory not found: {clue}"}, start)
-    assert tool_cd(start, root, "../..") == ({"success": False, "error": BOUNDARY_ERROR}, start)
+    assert tool_cd(start, root, clue) == (
+        {"success": False, "output": "", "error": f"Directory not found: {clue}"},
+        start,
+    )
+    assert tool_cd(start, root, "../..") == (failed(BOUNDARY_ERROR), start)
 
 
 # --- ls ---------------------------------------------------------------------------------
@@ -124,8 +132,8 @@ def test_ls_with_a_path(hunt: TreasureHunt) -> None:
     assert tool_ls(hunt.root, root, f"./{first}")["output"] == listing(hunt, first)
     assert tool_ls(location(hunt, second), root, "..")["output"] == listing(hunt, first)
     assert tool_ls(location(hunt, second), root, "/")["output"] == listing(hunt, "")
-    assert tool_ls(hunt.root, root, "ghost") == {"success": False, "error": "Directory not found: ghost"}
-    assert tool_ls(hunt.root, root, "start.txt") == {"success": False, "error": "Directory not found: start.txt"}
+    assert tool_ls(hunt.root, root, "ghost") == failed("Directory not found: ghost")
+    assert tool_ls(hunt.root, root, "start.txt") == failed("Directory not found: start.txt")
 
 
 def test_ls_never_shows_the_config_or_dot_files(tmp_path: Path) -> None:
@@ -152,10 +160,10 @@ def test_cat_reads_clues_by_relative_and_absolute_path(hunt: TreasureHunt) -> No
 
 def test_cat_failures(hunt: TreasureHunt) -> None:
     root = root_argument(hunt)
-    assert tool_cat(hunt.root, root, "clue.txt") == {"success": False, "error": "File not found: clue.txt"}
+    assert tool_cat(hunt.root, root, "clue.txt") == failed("File not found: clue.txt")
     first = hunt.config["golden_path"][0]
-    assert tool_cat(hunt.root, root, first) == {"success": False, "error": f"File not found: {first}"}
-    assert tool_cat(hunt.root, root, "../start.txt") == {"success": False, "error": BOUNDARY_ERROR}
+    assert tool_cat(hunt.root, root, first) == {"success": False, "output": "", "error": f"File not found: {first}"}
+    assert tool_cat(hunt.root, root, "../start.txt") == failed(BOUNDARY_ERROR)
     result = tool_cat(hunt.root, root, "")
     assert not result["success"]
     assert result["error"].startswith("Invalid tool call: cat: 'file' must have at least 1 character")
@@ -177,6 +185,7 @@ def test_cat_has_a_size_limit(backend: str, tmp_path: Path) -> None:
     start, root = custom_hunt(layout, backend, tmp_path)
     assert tool_cat(start, root, "big.txt") == {
         "success": False,
+        "output": "",
         "error": f"File too large: big.txt (the limit is {MAX_CAT_BYTES} bytes)",
     }
     assert tool_cat(start, root, "wide.txt")["success"] is False
@@ -193,10 +202,13 @@ def test_dot_files_are_invisible_in_any_layout(backend: str, tmp_path: Path) -> 
     assert tool_ls(start, root) == {"success": True, "output": "visible.txt\ndir/"}
     assert tool_ls(start, root, "dir") == {"success": True, "output": ""}
     for path in (".secret.txt", "./.secret.txt", "/.cache/inner.txt", "dir/.hidden", "dir/../.secret.txt"):
-        assert tool_cat(start, root, path) == {"success": False, "error": f"File not found: {path}"}
+        assert tool_cat(start, root, path) == {"success": False, "output": "", "error": f"File not found: {path}"}
     for path in (".cache", "/.cache/"):
-        assert tool_cd(start, root, path) == ({"success": False, "error": f"Directory not found: {path}"}, start)
-        assert tool_ls(start, root, path) == {"success": False, "error": f"Directory not found: {path}"}
+        assert tool_cd(start, root, path) == (
+            {"success": False, "output": "", "error": f"Directory not found: {path}"},
+            start,
+        )
+        assert tool_ls(start, root, path) == {"success": False, "output": "", "error": f"Directory not found: {path}"}
 
 
 # --- check_treasure ---------------------------------------------------------------------
@@ -207,14 +219,16 @@ def test_check_treasure_needs_the_directory_and_the_key(hunt: TreasureHunt) -> N
     key = hunt.config["treasure_key"]
     treasure_dir = location(hunt, posixpath.dirname(hunt.config["treasure_path"]))
     parent = location(hunt, hunt.config["golden_path"][-2])
-    assert tool_check_treasure(hunt.root, root, hunt.config, key) == {"success": False, "error": NO_TREASURE_ERROR}
-    assert tool_check_treasure(parent, root, hunt.config, key) == {"success": False, "error": NO_TREASURE_ERROR}
+    assert tool_check_treasure(hunt.root, root, hunt.config, key) == failed(NO_TREASURE_ERROR)
+    assert tool_check_treasure(parent, root, hunt.config, key) == failed(NO_TREASURE_ERROR)
     assert tool_check_treasure(treasure_dir, root, hunt.config, "0" * 16) == {
         "success": False,
+        "output": "",
         "error": INCORRECT_KEY_ERROR,
     }
     assert tool_check_treasure(treasure_dir, root, hunt.config, key[:-1]) == {
         "success": False,
+        "output": "",
         "error": INCORRECT_KEY_ERROR,
     }
     assert tool_check_treasure(treasure_dir, root, hunt.config, key) == {
@@ -229,7 +243,7 @@ def test_check_treasure_fails_when_the_treasure_file_is_gone(tmp_path: Path) -> 
     (hunt.root / hunt.config["treasure_path"]).unlink()
     treasure_dir = hunt.root / posixpath.dirname(hunt.config["treasure_path"])
     result = tool_check_treasure(treasure_dir, hunt.root, hunt.config, hunt.config["treasure_key"])
-    assert result == {"success": False, "error": NO_TREASURE_ERROR}
+    assert result == failed(NO_TREASURE_ERROR)
 
 
 def test_check_treasure_without_a_config_is_a_programming_error(hunt: TreasureHunt) -> None:
@@ -257,6 +271,7 @@ def test_execute_tool_follows_the_seed_examples(hunt: TreasureHunt) -> None:
     )
     assert execute_tool({"tool": "invalid_tool"}, hunt.root, root, hunt.config) == {
         "success": False,
+        "output": "",
         "error": "Unknown tool: invalid_tool",
     }
 
@@ -322,7 +337,7 @@ def test_execute_tool_accepts_an_object_with_to_dict(hunt: TreasureHunt) -> None
 )
 def test_unknown_tools_get_the_seed_error(hunt: TreasureHunt, tool_call: Any, error: str) -> None:
     result = execute_tool(tool_call, hunt.root, root_argument(hunt), hunt.config)
-    assert result == {"success": False, "error": error}
+    assert result == failed(error)
 
 
 @pytest.mark.parametrize(
@@ -331,9 +346,8 @@ def test_unknown_tools_get_the_seed_error(hunt: TreasureHunt, tool_call: Any, er
         (None, "expected model output as text, a dict or a Decision"),
         (42, "expected model output as text, a dict or a Decision"),
         (["ls"], "expected model output as text, a dict or a Decision"),
-        ("ls", "no JSON tool call found"),
         ("", "model output is empty"),
-        ("[" * 100_000, "not valid JSON"),
+        ("[" * 100_000, "too deeply"),
         (b"\xff\xfe", "not UTF-8"),
         ('"just a string"', "no JSON tool call found"),
         ({}, "no tool name found"),
@@ -356,7 +370,7 @@ def test_execute_tool_turns_bad_calls_into_errors(hunt: TreasureHunt, tool_call:
     if isinstance(result, tuple):
         result, new_dir = result
         assert new_dir == hunt.root
-    assert result["success"] is False and set(result) == {"success", "error"}
+    assert result["success"] is False and set(result) == {"success", "output", "error"} and result["output"] == ""
     assert result["error"].startswith("Invalid tool call: ") and reason in result["error"], result["error"]
 
 
@@ -381,11 +395,12 @@ def test_a_current_directory_outside_the_hunt_is_refused(tmp_path: Path) -> None
     for outside in (tmp_path, Path("/etc"), hunt.root / ".." / "elsewhere"):
         assert execute_tool('{"tool": "ls"}', outside, hunt.root, hunt.config) == {
             "success": False,
+            "output": "",
             "error": BOUNDARY_ERROR,
         }
-        assert tool_ls(outside, hunt.root) == {"success": False, "error": BOUNDARY_ERROR}
-        assert tool_pwd(outside, hunt.root) == {"success": False, "error": BOUNDARY_ERROR}
-        assert tool_cd(outside, hunt.root, "/") == ({"success": False, "error": BOUNDARY_ERROR}, outside)
+        assert tool_ls(outside, hunt.root) == failed(BOUNDARY_ERROR)
+        assert tool_pwd(outside, hunt.root) == failed(BOUNDARY_ERROR)
+        assert tool_cd(outside, hunt.root, "/") == (failed(BOUNDARY_ERROR), outside)
 
 
 def test_an_in_memory_hunt_needs_the_hunt_object(tmp_path: Path) -> None:
@@ -652,13 +667,23 @@ def test_every_hostile_path_is_refused_and_nothing_is_read(
     opened: list[str] = []
     real_open, real_scandir = os.open, os.scandir
 
-    def recording_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        opened.append(os.fspath(path))
+    def where(path: Any, dir_fd: int | None = None) -> str:
+        """The path of what is opened: a name under a directory descriptor is located through /proc."""
+        if isinstance(path, int):
+            return os.readlink(f"/proc/self/fd/{path}")
+        if dir_fd is None:
+            return os.path.realpath(path)
+        return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), os.fspath(path))
+
+    def recording_open(path: Any, flags: int, *args: Any, dir_fd: int | None = None, **kwargs: Any) -> int:
+        opened.append(where(path, dir_fd))
         assert flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND) == 0
-        return real_open(path, flags, *args, **kwargs)
+        if dir_fd is not None:
+            assert flags & os.O_NOFOLLOW, "a name under the hunt is opened without following symlinks"
+        return real_open(path, flags, *args, dir_fd=dir_fd, **kwargs)
 
     def recording_scandir(path: Any = ".") -> Any:
-        opened.append(os.fspath(path))
+        opened.append(where(path))
         return real_scandir(path)
 
     monkeypatch.setattr(os, "open", recording_open)
@@ -684,8 +709,9 @@ def test_every_hostile_path_is_refused_and_nothing_is_read(
     monkeypatch.undo()
 
     real_root = os.path.realpath(disk.root)
-    for path in opened:
-        real = os.path.realpath(path)
+    assert opened or backend == "memory"
+    for real in opened:
+        path = real
         assert real == real_root or real.startswith(real_root + os.sep), f"opened outside the hunt: {path}"
         assert "/." not in real[len(real_root) :], f"opened a hidden path: {path}"
     assert CANARY in (secret / "passwords.txt").read_text()
@@ -694,15 +720,16 @@ def test_every_hostile_path_is_refused_and_nothing_is_read(
 
 def test_symlinks_out_of_the_hunt_get_the_boundary_error(attacked: tuple[TreasureHunt, TreasureHunt, Path]) -> None:
     _, disk, _ = attacked
-    assert tool_cd(disk.root, disk.root, "escape_dir") == ({"success": False, "error": BOUNDARY_ERROR}, disk.root)
-    assert tool_cat(disk.root, disk.root, "escape_file.txt") == {"success": False, "error": BOUNDARY_ERROR}
-    assert tool_ls(disk.root, disk.root, "escape_abs") == {"success": False, "error": BOUNDARY_ERROR}
+    assert tool_cd(disk.root, disk.root, "escape_dir") == (failed(BOUNDARY_ERROR), disk.root)
+    assert tool_cat(disk.root, disk.root, "escape_file.txt") == failed(BOUNDARY_ERROR)
+    assert tool_ls(disk.root, disk.root, "escape_abs") == failed(BOUNDARY_ERROR)
     assert tool_cat(disk.root, disk.root, "config_link.txt") == {
         "success": False,
+        "output": "",
         "error": "File not found: config_link.txt",
     }
-    assert tool_cat(disk.root, disk.root, "fifo") == {"success": False, "error": "File not found: fifo"}
-    assert tool_cd(disk.root, disk.root, "loop_a")[0] == {"success": False, "error": "Directory not found: loop_a"}
+    assert tool_cat(disk.root, disk.root, "fifo") == failed("File not found: fifo")
+    assert tool_cd(disk.root, disk.root, "loop_a")[0] == failed("Directory not found: loop_a")
     assert resolve_path(disk.root, disk.root, "escape_dir/passwords.txt") is None
 
 

@@ -13,11 +13,15 @@
          "red_agent_1": '{"tool": "move_to", "params": {"target": [0, 0, 0]}}'})
 
 ``step`` takes a :class:`~arena_envs.tools.Decision`, a dict or raw model output (per
-agent, for the parallel form); it validates the call against the tool registry, resolves
-entity names (``Berry1``, ``blue_agent_2``) to table rows, steps the numpy core once, and
-builds the seed's :class:`Observation` from the arrays. A call that cannot be read or is
-invalid costs a tick like any other and comes back as a failed ``last_action_result``
-(``INVALID_PARAMS`` or ``NOT_FOUND``) naming the problem.
+agent, for the parallel form); it validates the call against the tool registry of the
+env's world (its bounds come from the scenario's params), resolves entity names
+(``Berry1``, ``blue_agent_2``) to table rows, steps the wrapped env once through its
+public ``step`` (so every wrapper in between sees the tick) with the decoded
+:class:`~arena_envs.world.ToolActions`, and builds the seed's :class:`Observation` from
+the arrays. A call that cannot be read or is invalid costs a tick like any other and
+comes back as a failed ``last_action_result`` (``INVALID_PARAMS`` or ``NOT_FOUND``)
+naming the problem. ``None`` (an LLM turn without a tool call, an agent left out) is no
+new command: the agent carries on with what it was doing.
 """
 
 from __future__ import annotations
@@ -31,11 +35,10 @@ from gymnasium.error import ResetNeeded
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import BaseParallelWrapper
 
-from arena_envs.observations import Observation
-from arena_envs.tools.decision import Decision
+from arena_envs.observations import Observation, short_repr
 from arena_envs.tools.session import ToolSession
 from arena_envs.tools.team_session import TeamCaptureSession
-from arena_envs.world import ToolActions
+from arena_envs.world import ToolActions, WorldState
 
 
 class ToolCallWrapper(gym.Wrapper):
@@ -53,7 +56,7 @@ class ToolCallWrapper(gym.Wrapper):
     def __init__(self, env: gym.Env, agent_id: str = "agent_1"):
         super().__init__(env)
         self.arena = env.unwrapped
-        if not hasattr(self.arena, "step_tools"):
+        if not isinstance(getattr(self.arena, "state", None), WorldState):
             raise TypeError(f"ToolCallWrapper needs an arena env, got {type(self.arena).__name__}")
         self.session = ToolSession(self.arena.scenario, self.arena.state, agent_id=agent_id)
 
@@ -63,27 +66,29 @@ class ToolCallWrapper(gym.Wrapper):
         return self.session.observation(arrays, info, first=True), info
 
     def step(self, call: Any):
+        """One tick with ``call`` (None: no new command, the agent carries on)."""
         if not self.session.begun:
             raise ResetNeeded("Cannot call step() before reset()")
-        actions = ToolActions.idle((1, 1))
+        actions = ToolActions.none((1, 1))
         self.session.encode(call, actions)
-        arrays, reward, terminated, truncated, info = self.arena.step_tools(actions)
+        arrays, reward, terminated, truncated, info = self.env.step(actions)
         return self.session.observation(arrays, info), reward, terminated, truncated, info
 
 
 class ParallelToolCallWrapper(BaseParallelWrapper):
     """Tool calls in, :class:`Observation` out, for every agent of Team Capture's ``parallel_env``.
 
-    ``step`` takes ``{agent: call}``; an agent left out (or given None) idles, as in the
-    wrapped env. Everything it returns is keyed by agent, PettingZoo style, with
-    :class:`Observation` objects as observations (see
+    ``step`` takes ``{agent: call}``; an agent left out (or given None) carries on with
+    what it was doing, as in the wrapped env (``idle`` is the explicit stop). Everything
+    it returns is keyed by agent, PettingZoo style, with :class:`Observation` objects as
+    observations (see
     :class:`~arena_envs.tools.team_session.TeamCaptureSession` for their content).
     """
 
     def __init__(self, env: ParallelEnv):
         super().__init__(env)
         self.arena = env.unwrapped
-        if not hasattr(self.arena, "step_tools"):
+        if not isinstance(getattr(self.arena, "world", None), WorldState):
             raise TypeError(f"ParallelToolCallWrapper needs an arena env, got {type(self.arena).__name__}")
         self.sessions = {name: TeamCaptureSession(self.arena.scenario, self.arena.world, agent=i)
                          for i, name in enumerate(self.arena.possible_agents)}
@@ -101,13 +106,12 @@ class ParallelToolCallWrapper(BaseParallelWrapper):
             return {}, {}, {}, {}, {}
         unknown = set(calls) - set(self.agents)
         if unknown:
-            raise ValueError(f"calls for unknown or finished agents {sorted(unknown, key=str)}; "
-                             f"agents are {self.agents}")
-        actions = ToolActions.idle((1, len(self.sessions)))
+            named = ", ".join(sorted(map(short_repr, unknown))[:8])  # bounded: the names came from a caller
+            raise ValueError(f"calls for unknown or finished agents {named}; agents are {self.agents}")
+        actions = ToolActions.none((1, len(self.sessions)))
         for name in self.agents:
-            call = calls.get(name)
-            self.sessions[name].encode(Decision.idle() if call is None else call, actions)
-        arrays, rewards, terminations, truncations, infos = self.arena.step_tools(actions)
+            self.sessions[name].encode(calls.get(name), actions)
+        arrays, rewards, terminations, truncations, infos = self.env.step(actions)
         return self._observations(arrays, infos), rewards, terminations, truncations, infos
 
     def _observations(self, arrays: dict[str, dict[str, np.ndarray]], infos: dict[str, dict[str, Any]],

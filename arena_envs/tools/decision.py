@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
+
+from arena_envs.observations import MAX_NAME_CHARS, MAX_TEXT_CHARS, bounded_text, quoted_name, short_repr
 
 from .errors import ToolCallError
 from .registry import json_type_name
 
 MAX_OUTPUT_CHARS = 100_000
 """Longer model output is refused rather than searched."""
+MAX_JSON_DEPTH = 32
+"""Deeper nesting (of JSON text or of a call given as Python data) is refused: a real tool
+call nests a few levels, and parsing or printing much deeper data overflows the stack."""
+MAX_REASONING_CHARS = 4 * MAX_TEXT_CHARS
+"""A decision's reasoning (a model's thought) is kept up to this length."""
+
+_BARE_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,63})\s*(?:\(\s*\))?")  # idle, idle()
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # brackets inside strings do not nest
+_BRACKET = re.compile(r"[\[\]{}]")
 
 _TOOL_KEYS = ("tool", "tool_name", "name", "function", "action")
 _TOOL_KEYS_TEXT = ", ".join(f"'{key}'" for key in _TOOL_KEYS)
@@ -51,7 +64,9 @@ class Decision:
         """The inverse of ``to_dict``. Raises ToolCallError on any other shape."""
         if not isinstance(data, Mapping):
             raise ToolCallError(f"a decision must be an object, got {json_type_name(data)}")
-        unknown = sorted(str(key) for key in data if key not in ("tool", "params", "reasoning"))
+        _check_nesting(data)
+        unknown = sorted(bounded_text(key, MAX_NAME_CHARS) if isinstance(key, str) else short_repr(key)
+                         for key in data if key not in ("tool", "params", "reasoning"))
         if unknown:
             raise ToolCallError(f"unknown decision key(s): {', '.join(unknown)}", field=unknown[0])
         tool, params, reasoning = data.get("tool"), data.get("params", {}), data.get("reasoning")
@@ -61,7 +76,7 @@ class Decision:
             raise _wrong("params", "an object", params)
         if reasoning is not None and not isinstance(reasoning, str):
             raise _wrong("reasoning", "a string", reasoning)
-        return cls(tool, copy.deepcopy(dict(params)), reasoning)
+        return cls(tool, copy.deepcopy(dict(params)), _bounded_reasoning(reasoning))
 
 
 def _wrong(key: str, expected: str, value: Any) -> ToolCallError:
@@ -77,8 +92,9 @@ def parse_decision(raw: Any) -> Decision:
     string), ``parameters``, ``args``, ``input`` or ``action_input``, or they may sit beside
     the tool name. OpenAI shapes (``{"type": "function", "function": {...}}``, a message
     with one entry in ``tool_calls``, SDK objects with ``model_dump``), Anthropic
-    ``tool_use`` blocks and other objects with ``to_dict`` are read too. Anything else
-    raises ToolCallError (INVALID_PARAMS).
+    ``tool_use`` blocks and other objects with ``to_dict`` are read too. A bare tool name
+    (``idle``, ``"idle"``, ``idle()``) is a call with no parameters. Anything else, and data
+    nested deeper than :data:`MAX_JSON_DEPTH`, raises ToolCallError (INVALID_PARAMS).
     The parameters are not checked here: see ``validate_params``.
     """
     if type(raw) is str:  # the common cases first: neither has a model_dump
@@ -109,13 +125,17 @@ def _from_text(text: str) -> Decision:
     text = text.strip()
     if not text:
         raise ToolCallError('model output is empty; expected a JSON tool call like {"tool": "<name>"}')
+    bare = _BARE_NAME.fullmatch(text)
+    if bare is not None and text not in ("true", "false", "null"):
+        return Decision(bare.group(1))
+    _check_json_depth(text)
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: a deep call stack already
         whole_text_error: Exception | None = error
     else:
         if isinstance(value, str):
-            return _from_text(value)  # JSON encoded twice
+            return _from_text(value)  # JSON encoded twice, or a bare name in quotes
         if not isinstance(value, dict):  # what json.loads makes of an object
             raise ToolCallError(f"expected a JSON object holding a tool call, got a JSON {json_type_name(value)}")
         if _is_call_like(value):
@@ -128,8 +148,7 @@ def _from_text(text: str) -> Decision:
         raise ToolCallError(f"no tool name found in the JSON object; expected a key such as {_TOOL_KEYS_TEXT}")
     if text[0] in "{[":
         raise ToolCallError(f"model output is not valid JSON: {whole_text_error}")
-    preview = text if len(text) <= 80 else text[:77] + "..."
-    raise ToolCallError(f"no JSON tool call found in model output {preview!r}")
+    raise ToolCallError(f"no JSON tool call found in model output {quoted_name(text)}")
 
 
 def _embedded_call(text: str) -> Mapping[str, Any] | None:
@@ -183,7 +202,9 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
     plain = _plain(data)
     if plain is not None:
         tool, params, own_reasoning = plain
-        return Decision(tool, dict(params), reasoning if own_reasoning is None else own_reasoning)
+        return Decision(tool, dict(params), _bounded_reasoning(reasoning if own_reasoning is None else own_reasoning))
+    if depth == 0:
+        _check_nesting(data)  # what follows walks and prints the data
     if depth > _MAX_NESTING:
         raise ToolCallError("tool call is nested too deeply")
     own_reasoning = _reasoning(data)
@@ -209,7 +230,7 @@ def _from_mapping(data: Mapping[str, Any], depth: int = 0, reasoning: str | None
         raise ToolCallError(f"no tool name found; expected a key such as {_TOOL_KEYS_TEXT}", field="tool")
     tool = data[tool_key]
     if not isinstance(tool, str) or not tool.strip():
-        raise ToolCallError(f"tool name must be a non-empty string, got {_shown(tool)}", field="tool")
+        raise ToolCallError(f"tool name must be a non-empty string, got {short_repr(tool)}", field="tool")
     tool = tool.strip()
 
     params_key = _first_key(data, _PARAM_KEYS)
@@ -228,15 +249,16 @@ def _params(value: Any, tool: str) -> dict[str, Any]:
     if isinstance(value, str):
         if not value.strip():
             return {}
+        _check_json_depth(value)
         try:
             value = json.loads(value)
         except (ValueError, RecursionError) as error:
             raise ToolCallError(
-                f"arguments of {tool!r} are not valid JSON: {error}", field="params", tool=tool
+                f"arguments of {quoted_name(tool)} are not valid JSON: {error}", field="params", tool=tool
             ) from None
     if not isinstance(value, (dict, Mapping)):
         raise ToolCallError(
-            f"arguments of {tool!r} must be a JSON object, got {json_type_name(value)}",
+            f"arguments of {quoted_name(tool)} must be a JSON object, got {json_type_name(value)}",
             field="params",
             tool=tool,
         )
@@ -253,7 +275,17 @@ def _first_key(data: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
 def _reasoning(data: Mapping[str, Any]) -> str | None:
     key = _first_key(data, _REASONING_KEYS)
     value = None if key is None else data[key]
-    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
+    if value is None or isinstance(value, str):
+        return _bounded_reasoning(value)
+    try:  # the nesting is bounded by now (_check_nesting); a cycle or odd object still fails
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = short_repr(value)
+    return _bounded_reasoning(text)
+
+
+def _bounded_reasoning(reasoning: str | None) -> str | None:
+    return None if reasoning is None else bounded_text(reasoning, MAX_REASONING_CHARS)
 
 
 def _with_reasoning(decision: Decision, reasoning: str | None) -> Decision:
@@ -262,9 +294,49 @@ def _with_reasoning(decision: Decision, reasoning: str | None) -> Decision:
     return decision
 
 
-def _shown(value: Any) -> str:
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+def _too_deep() -> ToolCallError:
+    return ToolCallError(f"tool call is nested too deeply: more than {MAX_JSON_DEPTH} levels of objects "
+                         "and arrays", field="params")
+
+
+def _check_json_depth(text: str) -> None:
+    """Refuse JSON text nested deeper than MAX_JSON_DEPTH, before any parser recurses into it.
+
+    Counted without recursion: brackets outside strings, running total of opened minus
+    closed. (Text that is not JSON at all may be miscounted; it fails to parse anyway.)
+    """
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # cannot be deeper: the usual case
+        return
+    steps = (1 if bracket in "[{" else -1 for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)))
+    depth = max(accumulate(steps), default=0)
+    if depth > MAX_JSON_DEPTH:
+        raise _too_deep()
+
+
+def _check_nesting(data: Any) -> None:
+    """Refuse Python data (a call given as dicts and lists) nested deeper than MAX_JSON_DEPTH.
+
+    A walk with its own stack, so neither depth nor a cycle (which is infinitely deep)
+    can overflow the interpreter's; it stops at the first container past the limit, or
+    after MAX_NODES containers (shared sublists can make a shallow value huge to walk).
+    """
+    stack = [(data, 1)]
+    for _ in range(MAX_NODES):
+        if not stack:
+            return
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise _too_deep()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (Mapping, list, tuple)))
+    if stack:
+        raise ToolCallError(f"tool call is too large: more than {MAX_NODES} nested objects and arrays",
+                            field="params")
+
+
+MAX_NODES = 100_000

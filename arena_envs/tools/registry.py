@@ -1,8 +1,9 @@
 """Tool declarations: each tool is written down once and both its JSON schema and its
 parameter validation are read from that declaration.
 
-``UNIVERSAL_TOOLS`` holds the seven tools shared by every 2D scenario. Other tool sets are
-declared the same way::
+``universal_tools(params)`` holds the seven tools shared by every 2D scenario, with the
+bounds of a world of those params (``UNIVERSAL_TOOLS``: the default params). Other tool
+sets are declared the same way::
 
     HUNT_TOOLS = ToolRegistry([
         ToolSpec("pwd", "Print the current directory."),
@@ -19,6 +20,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from arena_envs.actions import min_speed
+from arena_envs.observations import quoted_name, short_repr
+from arena_envs.world import QUERY_FILTERS, WorldParams
+from arena_envs.world import TOOL_NAMES as WORLD_TOOL_NAMES
 
 from .errors import ToolCallError
 
@@ -53,8 +59,9 @@ def json_type_name(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    text = json_type_name(value) if value is None else f"{json_type_name(value)} {value!r}"
-    return text if len(text) <= 60 else text[:57] + "..."
+    """The type and a short, bounded rendering of a value a model sent (it may be huge,
+    deeply nested, circular or not encodable)."""
+    return json_type_name(value) if value is None else f"{json_type_name(value)} {short_repr(value)}"
 
 
 @dataclass(frozen=True)
@@ -280,20 +287,21 @@ class ToolSpec:
         if not known.issuperset(params):
             key = next(key for key in params if key not in known)
             expected = ", ".join(sorted(known)) or "none"
-            raise ToolCallError(f"{self.name}: unknown parameter {key!r} (parameters: {expected})", field=str(key))
+            raise ToolCallError(f"{self.name}: unknown parameter {quoted_name(key)} (parameters: {expected})",
+                                field=key if isinstance(key, str) else short_repr(key))
         normalized: dict[str, Any] = {}  # expanded shorthands first: an array's items are already checked
         for name, targets, target_set, check in shorthands:
             value = params.get(name, _ABSENT)
-            if value is _ABSENT:
+            if value is _ABSENT or value is None:  # null: as if it were not given
                 continue
-            if not target_set.isdisjoint(params):
+            if not target_set.isdisjoint(params) and any(params.get(target) is not None for target in targets):
                 raise ToolCallError(f"{self.name}: give either '{name}' or {_quoted(targets)}, not both", field=name)
             normalized.update(zip(targets, check(value, self.name), strict=True))
         for name, check, constrained, required, default in plain:
             if name in normalized:
                 if constrained:
                     normalized[name] = check(normalized[name], self.name)
-            elif name in params:
+            elif name in params and (required or params[name] is not None):  # null means the default
                 normalized[name] = check(params[name], self.name)
             elif required:
                 raise ToolCallError(self._missing_message(name), field=name)
@@ -358,7 +366,7 @@ class ToolRegistry(Mapping[str, ToolSpec]):
             raise ToolCallError(f"tool name must be a string, got {json_type_name(name)}", field="tool")
         if name not in self._tools:
             raise ToolCallError(
-                f"unknown tool {name!r}; available tools: {', '.join(self._tools)}",
+                f"unknown tool {quoted_name(name)}; available tools: {', '.join(self._tools)}",
                 field="tool",
             )
         return self._tools[name]
@@ -380,14 +388,17 @@ def _name_param(name: str, description: str, **options: Any) -> Param:
     return Param(name, "string", description, min_length=1, **options)
 
 
-UNIVERSAL_TOOLS = ToolRegistry(
-    [
-        ToolSpec(
+def _declarations(p: WorldParams) -> dict[str, ToolSpec]:
+    """Every universal tool, its bounds and the numbers in its description read from ``p``."""
+    w, top, slowest = p.half_size, p.max_speed_multiplier, min_speed(p)
+    return {
+        "move_to": ToolSpec(
             "move_to",
             "Start walking toward a point on the ground. The agent keeps moving on later ticks, "
             "steering around obstacles, until it arrives or another move_to or idle replaces the "
             "order. Give the point as target_x, target_y, target_z or as target: [x, y, z]; "
-            "y is ignored because the world is flat.",
+            f"y is ignored because the world is flat. The world spans -{w:g} to {w:g} on x and z: "
+            "a target beyond its edge is moved onto the edge.",
             (
                 Param("target_x", "number", "X coordinate of the destination.", required=True),
                 Param("target_y", "number", "Y coordinate (height); ignored.", required=True),
@@ -403,31 +414,32 @@ UNIVERSAL_TOOLS = ToolRegistry(
                 Param(
                     "speed",
                     "number",
-                    "Speed multiplier: 1.0 walks 5 units per second; faster drains energy.",
+                    f"Speed multiplier from {slowest:g} to {top:g}: 1.0 walks {p.move_speed:g} units per "
+                    "second; faster drains energy.",
                     default=1.0,
-                    exclusive_minimum=0.0,
-                    maximum=2.0,
+                    minimum=slowest,
+                    maximum=top,
                 ),
             ),
         ),
-        ToolSpec(
+        "collect": ToolSpec(
             "collect",
             "Pick up a resource by name (for example Berry1) and put it in the inventory. "
-            "It must be within collection range (2 units): move_to it first.",
+            f"It must be within collection range ({p.collect_range:g} units): move_to it first.",
             (_name_param("target_name", "Name of the resource to pick up.", required=True),),
         ),
-        ToolSpec(
+        "craft": ToolSpec(
             "craft",
             "Make an item from inventory materials at a crafting station, for example "
-            "iron_ingot at Furnace1. Stand within 2.5 units of a station of the recipe's type. "
-            "Materials are used up at once and the item arrives after the recipe's crafting "
+            f"iron_ingot at Furnace1. Stand within {p.craft_range:g} units of a station of the recipe's "
+            "type. Materials are used up at once and the item arrives after the recipe's crafting "
             "time; the agent is busy until then.",
             (
                 _name_param("item_name", "Recipe to make, e.g. iron_ingot.", required=True),
                 _name_param("station_name", "Station to use, e.g. Furnace1.", required=True),
             ),
         ),
-        ToolSpec(
+        "query_world": ToolSpec(
             "query_world",
             "List every entity within a radius, seen or not, optionally of one kind only. "
             "The list arrives in the next observation as query_result.",
@@ -435,25 +447,25 @@ UNIVERSAL_TOOLS = ToolRegistry(
                 Param(
                     "radius",
                     "number",
-                    "Search radius in world units.",
-                    default=20.0,
+                    f"Search radius in world units, at most {p.query_radius_max:g}.",
+                    default=float(p.query_radius_default),
                     exclusive_minimum=0.0,
-                    maximum=50.0,
+                    maximum=p.query_radius_max,
                 ),
                 Param(
                     "filter_type",
                     "string",
                     "Only report entities of this kind; omit it to report all kinds.",
-                    enum=("resource", "hazard", "agent", "station"),
+                    enum=QUERY_FILTERS[1:],  # the first, "all", is what omitting it means
                 ),
             ),
         ),
-        ToolSpec(
+        "query_inventory": ToolSpec(
             "query_inventory",
             "Report the inventory in detail (items with counts and types, capacity, space "
             "used) in the next observation as inventory_details.",
         ),
-        ToolSpec(
+        "send_message": ToolSpec(
             "send_message",
             "Send a text message to teammates in communication range. It is delivered on the "
             "next tick and may be lost on the way.",
@@ -466,24 +478,52 @@ UNIVERSAL_TOOLS = ToolRegistry(
                 ),
             ),
         ),
-        ToolSpec("idle", "Do nothing this tick and stop any movement in progress."),
-    ]
-)
+        "idle": ToolSpec("idle", "Do nothing this tick and stop any movement in progress."),
+    }
 
-TOOL_NAMES: tuple[str, ...] = UNIVERSAL_TOOLS.names
+
+_REGISTRIES: dict[tuple, ToolRegistry] = {}
+
+
+def universal_tools(params: WorldParams | None = None) -> ToolRegistry:
+    """The universal tools of a world with ``params`` (the defaults when None).
+
+    Their names and order are the world's (:data:`arena_envs.world.TOOL_NAMES`, the
+    structured action's ``tool`` index); their bounds (speed, query radius) and the
+    numbers in their descriptions and error messages come from ``params``, so a
+    scenario built with other params gets schemas and validation that match it.
+    """
+    p = params if params is not None else WorldParams()
+    key = (p.half_size, p.move_speed, p.max_speed_multiplier, min_speed(p), p.collect_range, p.craft_range,
+           p.query_radius_default, p.query_radius_max)
+    registry = _REGISTRIES.get(key)
+    if registry is None:
+        declared = _declarations(p)
+        if tuple(declared) != WORLD_TOOL_NAMES:
+            raise RuntimeError(f"the registry declares {tuple(declared)}, the world has {WORLD_TOOL_NAMES}")
+        registry = _REGISTRIES[key] = ToolRegistry(declared.values())
+    return registry
+
+
+UNIVERSAL_TOOLS = universal_tools()
+"""The universal tools with the default :class:`~arena_envs.world.WorldParams`."""
+
+TOOL_NAMES: tuple[str, ...] = WORLD_TOOL_NAMES
 """The universal tools in order; the structured Gymnasium action uses the index in this tuple."""
 
 
-def tool_schemas(names: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """OpenAI function-calling schemas of the universal tools (all seven by default)."""
-    return UNIVERSAL_TOOLS.schemas(names)
+def tool_schemas(names: str | Iterable[str] | None = None, params: WorldParams | None = None) -> list[dict[str, Any]]:
+    """OpenAI function-calling schemas of the universal tools (all seven by default) for a
+    world with ``params`` (a scenario's ``params``; the defaults when None)."""
+    return universal_tools(params).schemas(names)
 
 
-def validate_params(tool: Any, params: Any) -> dict[str, Any]:
+def validate_params(tool: Any, params: Any, world: WorldParams | None = None) -> dict[str, Any]:
     """Validate a call to a universal tool and return its normalized parameters.
 
     ``move_to`` always comes back as floats ``target_x``, ``target_y``, ``target_z`` and
-    ``speed``; defaults are filled in. Raises ToolCallError (code INVALID_PARAMS) naming the
-    bad field.
+    ``speed``; defaults are filled in (``null`` for an optional parameter means its
+    default). Bounds are those of a world with ``world`` params (defaults when None).
+    Raises ToolCallError (code INVALID_PARAMS) naming the bad field.
     """
-    return UNIVERSAL_TOOLS.validate(tool, params)
+    return universal_tools(world).validate(tool, params)

@@ -9,6 +9,7 @@ use it, so a call means the same thing everywhere.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from arena_envs.observations import (
+    MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
     ActionResult,
     EntityInfo,
     HazardInfo,
@@ -26,6 +29,8 @@ from arena_envs.observations import (
     RecipeInfo,
     ResourceInfo,
     StationInfo,
+    bounded_text,
+    quoted_name,
 )
 from arena_envs.world import (
     BUSY,
@@ -36,6 +41,7 @@ from arena_envs.world import (
     INVENTORY_FULL,
     MISSING_MATERIALS,
     MOVE_TO,
+    NO_TOOL,
     NOT_FOUND,
     OBSTACLE_KINDS,
     OK,
@@ -51,9 +57,9 @@ from arena_envs.world import (
 
 from .decision import parse_call
 from .errors import ToolCallError
-from .registry import UNIVERSAL_TOOLS
+from .registry import universal_tools
 
-FOOD = {"berry", "apple", "meal"}
+"""The ``tool`` of an agent given no command this tick (``ToolActions.none``): it carries on."""
 
 
 def entity_names(types: list[str], kinds: np.ndarray) -> list[str]:
@@ -80,6 +86,7 @@ class ToolSession:
                  team: Sequence[str] = ()):
         self.scenario, self.state, self.world, self.agent = scenario, state, world, agent
         self.params = scenario.params
+        self.tools = universal_tools(self.params)  # bounds and messages of this scenario's world
         self.agent_id = agent_id
         self.team = tuple(team)  # the agent's team in the world's order, itself included; () when alone
         self._teammate_numbers = {member.lower(): number for number, member in enumerate(self.team, 1)}
@@ -92,7 +99,17 @@ class ToolSession:
         # the tool and parameters of the last call, for the messages of its result
         self._called: str | None = None
         self._params: dict[str, Any] = {}
+        self._note: str | None = None  # said about a success (a clamped target)
+        self._carrying_on = False  # the last encode gave no new command
         self.sent_message: Message | None = None  # the text of this agent's last send_message
+        # resource rows this agent was shown (seen or queried) in its last observation, and
+        # those it had been shown when it made the last call: an unseen one's distance is not told
+        self._known: frozenset[int] = frozenset()
+        self._known_at_call: frozenset[int] = frozenset()
+        # (x, z, tick) of the last observation, for velocity; yaw of the last heading, degrees
+        self._place: tuple[float, float, int] | None = None
+        self._velocity = (0.0, 0.0, 0.0)
+        self._yaw = 0.0
 
     def begin(self) -> None:
         """Learn the entities of a freshly reset world: names, kinds and places hold for the
@@ -115,6 +132,9 @@ class ToolSession:
         self._rows = {category: {name.lower(): row for row, name in enumerate(names)}
                       for category, names in self._names.items()}
         self._edge_error, self._called, self._params, self.sent_message = None, None, {}, None
+        self._note, self._carrying_on = None, False
+        self._known = self._known_at_call = frozenset()
+        self._place, self._velocity, self._yaw = None, (0.0, 0.0, 0.0), 0.0
 
     @property
     def begun(self) -> bool:
@@ -122,13 +142,24 @@ class ToolSession:
         return self._entities is not None
 
     def encode(self, call: Any, actions: ToolActions) -> None:
-        """Write ``call`` into this agent's row of ``actions``; a bad call becomes its failure code."""
-        self._edge_error, self._called, self._params = None, None, {}
+        """Write ``call`` into this agent's row of ``actions``; a bad call becomes its failure code.
+
+        ``call`` None is no new command (an LLM turn without a tool call, an agent left out
+        of a parallel step): the agent carries on with what it was doing, as the seed says
+        movement continues until the target is reached or a new command is given.
+        """
+        self._edge_error, self._called, self._params, self._note = None, None, {}, None
+        self._known_at_call = self._known
         row = (self.world, self.agent)
+        self._carrying_on = call is None
+        if call is None:
+            actions.tool[row] = NO_TOOL
+            actions.failure[row] = OK
+            return
         try:
             tool, params = parse_call(call)
-            self._called = tool
-            self._params = UNIVERSAL_TOOLS.spec(tool).validate(params)
+            self._called = bounded_text(tool, MAX_NAME_CHARS)
+            self._params = self.tools.spec(tool).validate(params)
             self._encode(actions, row, tool, self._params)
         except ToolCallError as err:
             actions.tool[row] = TOOL_NAMES.index("idle")
@@ -143,8 +174,13 @@ class ToolSession:
         if index == MOVE_TO:
             x, z, w = params["target_x"], params["target_z"], self.params.half_size
             if abs(x) > w or abs(z) > w:
-                raise ToolCallError(f"move_to: target ({x:.1f}, {z:.1f}) is outside the world (±{w:g})",
-                                    field="target_x" if abs(x) > w else "target_z")
+                # as far as the agent can go that way: where its body touches the world's edge,
+                # so that it arrives (a target on the edge itself could never be reached)
+                reach = w - self.params.agent_radius
+                edge_x, edge_z = min(max(x, -reach), reach), min(max(z, -reach), reach)
+                self._note = (f"target ({x:.1f}, {z:.1f}) is outside the world (±{w:g}); "
+                              f"clamped to ({edge_x:.1f}, {edge_z:.1f}) at its edge")
+                x, z = edge_x, edge_z
             actions.target_x[row], actions.target_z[row] = x, z
             actions.speed[row] = params["speed"]
         elif index == COLLECT:
@@ -161,12 +197,13 @@ class ToolSession:
         elif index == SEND_MESSAGE:
             actions.message_target[row] = self._recipient(params["target_agent"])
             # the world decides who receives it; the text stays here until it is delivered
-            self.sent_message = Message(self.agent_id, params["message"], int(self.state.tick[self.world]))
+            self.sent_message = Message(self.agent_id, bounded_text(params["message"], MAX_TEXT_CHARS),
+                                        int(self.state.tick[self.world]))
 
     def _row(self, category: str, name: str) -> int:
         row = self._rows[category].get(name.lower())
         if row is None:
-            raise ToolCallError(f"Target '{name}' not found", code="NOT_FOUND", field="target_name")
+            raise ToolCallError(f"Target {quoted_name(name)} not found", code="NOT_FOUND", field="target_name")
         return row
 
     def _recipient(self, name: str) -> int:
@@ -177,9 +214,9 @@ class ToolSession:
         if number is not None:
             return number
         if not self.team:
-            raise ToolCallError(f"No agent named '{name}': this agent has no teammates; send to 'all'",
+            raise ToolCallError(f"No agent named {quoted_name(name)}: this agent has no teammates; send to 'all'",
                                 code="NOT_FOUND", field="target_agent")
-        raise ToolCallError(f"No teammate named '{name}'; messages reach only your team: "
+        raise ToolCallError(f"No teammate named {quoted_name(name)}; messages reach only your team: "
                             f"{', '.join(self.team)} (or 'all')", code="NOT_FOUND", field="target_agent")
 
     # -- arrays -> Observation ---------------------------------------------------------
@@ -206,6 +243,7 @@ class ToolSession:
         entities = [session._entities for session in sessions]
         for i, r, visible, queried, dist, _ in _shown_rows(arrays.get("resources")):
             view, (name, kind, pos) = views[i], entities[i]["resource"][r]
+            view.known.append(r)
             if visible:
                 view.resources.append(ResourceInfo(name, kind, pos, dist))
                 view.entities.append(EntityInfo(name, "resource", pos, dist, {"resource_type": kind}))
@@ -241,7 +279,9 @@ class ToolSession:
         items = Inventory([ItemInfo(name, name, n) for name, n in zip(p.item_names, counts, strict=True) if n]
                           if any(counts) else ())
         query_result = details = None
-        if not first and view.code == OK:
+        self._known = frozenset(view.known)
+        rotation, velocity = self._motion(view.x, view.z, view.tick, first)
+        if not first and not self._carrying_on and view.code == OK:
             if view.tool == QUERY_WORLD:
                 view.queried.sort(key=_by_distance)
                 query_result = {"entities": view.queried}
@@ -262,16 +302,36 @@ class ToolSession:
             custom.update(extra)
         # positional, in the order of Observation's fields: keywords cost twice as much here
         return Observation(
-            self.agent_id, view.tick, (view.x, 0.0, view.z),
-            None, None,  # rotation, velocity: not simulated
+            self.agent_id, view.tick, (view.x, 0.0, view.z), rotation, velocity,
             view.entities, view.resources, view.hazards, view.stations,
             items, view.health, view.energy, recipes,
-            None if first else self._result(view.tool, view.code),
+            None if first or self._carrying_on else self._result(view.tool, view.code),
             query_result, details, view.messages, custom,
         )
 
+    def _motion(self, x: float, z: float, tick: int, first: bool) -> tuple[tuple, tuple]:
+        """``rotation`` (pitch, yaw, roll) and ``velocity`` (vx, vy, vz) of the seed's Observation.
+
+        Velocity is the change of position per second since the last observation (units
+        of ``dt``; zero on the first). Yaw, in degrees, follows the heading of the last
+        movement and stays when the agent stands still. Y is up and yaw is a rotation
+        about it, as in Godot (Agent Arena's engine): 0 faces -Z, 90 faces -X, -90
+        faces +X, 180 faces +Z (range (-180, 180]). Pitch and roll are 0 on the flat ground.
+        """
+        place = self._place
+        if first or place is None or tick < place[2]:
+            self._velocity, self._yaw = (0.0, 0.0, 0.0), 0.0
+        elif tick > place[2]:  # observed again on the same tick: the same motion
+            dx, dz, seconds = x - place[0], z - place[1], (tick - place[2]) * self.params.dt
+            self._velocity = (round(dx / seconds, 4), 0.0, round(dz / seconds, 4))
+            if dx * dx + dz * dz > 1e-10:
+                yaw = round(math.degrees(math.atan2(-dx, -dz)), 2)
+                self._yaw = yaw + 360.0 if yaw <= -180.0 else yaw + 0.0  # in (-180, 180], never -0.0
+        self._place = (x, z, tick)
+        return (0.0, self._yaw, 0.0), self._velocity
+
     def _item_type(self, name: str) -> str:
-        if name in FOOD:
+        if name in self.params.food_items:
             return "food"
         return "crafted" if any(r.output == name for r in self.recipes) else "material"
 
@@ -292,19 +352,22 @@ class ToolSession:
     def _result(self, tool: int, code: int) -> ActionResult:
         name = TOOL_NAMES[tool] if self._edge_error is None else self._called or "unknown"
         if code == OK:
-            return ActionResult(True, None, None, name)
+            return ActionResult(True, None, None, name, self._note)
         return ActionResult(False, RESULT_CODES[code], self._message(tool, code), name)
 
     def _message(self, tool: int, code: int) -> str:
         if self._edge_error is not None:
             return self._edge_error.message
         s, p = self.state, self.params
-        target = self._params.get("target_name") or ""
-        if tool == COLLECT and code == RESULT_CODES.index("OUT_OF_RANGE"):
-            return (f"Target '{target}' is {float(s.last_value[self.world, self.agent]):.1f} units away, "
+        target = quoted_name(self._params.get("target_name") or "")
+        if tool == COLLECT and code == OUT_OF_RANGE:
+            if int(s.last_index[self.world, self.agent]) not in self._known_at_call:
+                # where an unseen resource lies is for perception or query_world to tell
+                return f"Target {target} is not visible from here; move closer or use query_world to find it"
+            return (f"Target {target} is {float(s.last_value[self.world, self.agent]):.1f} units away, "
                     f"collection range is {p.collect_range:.1f}")
         if tool == COLLECT and code == NOT_FOUND:
-            return f"Target '{target}' does not exist or was already collected"
+            return f"Target {target} does not exist or was already collected"
         if code == BUSY:
             return self._busy_message()
         if tool == CRAFT:
@@ -332,11 +395,11 @@ class ToolSession:
         row = int(s.last_index[b, a])
         if code == NOT_FOUND:
             if not stations:
-                return f"craft: no station named '{station}' in this world"
+                return f"craft: no station named {quoted_name(station)} in this world"
             if recipe is None:
-                return f"Unknown recipe '{item}'; recipes: {', '.join(r.name for r in self.recipes)}"
+                return f"Unknown recipe {quoted_name(item)}; recipes: {', '.join(r.name for r in self.recipes)}"
             if station.lower() not in (n.lower() for n in stations):
-                return f"No station named '{station}'; stations: {', '.join(stations)}"
+                return f"No station named {quoted_name(station)}; stations: {', '.join(stations)}"
             kind = p.station_types[int(s.ent_kind[b, self.scenario.slots.st][row])]
             if kind == recipe.station:  # the right type, so the station itself is gone
                 return f"Station '{stations[row]}' is not in this world any more"
@@ -363,7 +426,7 @@ class _View:
     """What one session observes, gathered as Python numbers before its Observation is built."""
 
     __slots__ = ("x", "z", "health", "energy", "tick", "tool", "code", "counts",
-                 "entities", "resources", "hazards", "stations", "queried", "messages")
+                 "entities", "resources", "hazards", "stations", "queried", "messages", "known")
 
     def __init__(self, x: float, z: float, health: float, energy: float, tick: int, tool: int, code: int,
                  counts: list[int]):
@@ -375,6 +438,7 @@ class _View:
         self.stations: list[StationInfo] = []
         self.queried: list[dict[str, Any]] = []
         self.messages: list[Message] = []
+        self.known: list[int] = []  # resource rows shown (seen or queried)
 
 
 def _views(sessions: Sequence[ToolSession]) -> list[_View]:

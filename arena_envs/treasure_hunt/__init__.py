@@ -8,6 +8,10 @@
     hunt = generate_treasure_hunt("/tmp/hunt", seed=7)              # on disk
     execute_tool({"tool": "ls"}, hunt.root, hunt.root, hunt.config)
 
+Modules: ``backends`` (where a hunt lives: memory or disk), ``tools`` (the tool calls over a
+backend), ``game_tools`` (the seed's function API over paths), ``generator``, ``rules`` (the
+batch-engine rules), ``env`` (the Gymnasium adapters).
+
 The Gymnasium environment is ``gym.make("arena_envs/TreasureHunt-v0")`` and its batched
 form ``gym.make_vec("arena_envs/TreasureHunt-v0", num_envs=N)``.
 """
@@ -45,6 +49,7 @@ from arena_envs.treasure_hunt.generator import (
     hunt_params,
 )
 from arena_envs.treasure_hunt.oracle import OracleAgent
+from arena_envs.treasure_hunt.rules import TreasureHuntRules
 
 __all__ = [
     "BOUNDARY_ERROR",
@@ -65,6 +70,7 @@ __all__ = [
     "ToolResult",
     "TreasureHunt",
     "TreasureHuntEnv",
+    "TreasureHuntRules",
     "TreasureHuntVectorEnv",
     "execute_tool",
     "generate_treasure_hunt",

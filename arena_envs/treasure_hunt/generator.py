@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, NamedTuple
 
-from arena_envs.treasure_hunt.game_tools import DiskBackend, HuntBackend, MemoryBackend
+from arena_envs.treasure_hunt.backends import CONFIG_FILE, DiskBackend, HuntBackend, MemoryBackend
 
-CONFIG_FILE = ".treasure_hunt_config.json"
 START_FILE = "start.txt"
 TREASURE_FILE = "treasure.txt"
 KEY_LENGTH = 16
