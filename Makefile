@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo bench lint clean soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ test: lint
 
 demo: $(STAMP)
 	$(PY) -m arena_envs.demo
+
+# The fuzz and property suites with many more examples (SOAK examples each); GNU time reports
+# the peak memory. `make test` runs the same suites bounded.
+SOAK ?= 20000
+soak: $(STAMP)
+	/usr/bin/time -v $(PY) -m pytest -p no:cacheprovider --soak $(SOAK) -q \
+		tests/test_toollayer_fuzz.py tests/test_treasure_hunt_fuzz.py tests/test_pool_properties.py 2>&1 \
+		| grep -E "passed|failed|Maximum resident|Elapsed"
 
 bench: $(STAMP)
 	$(VENV)/bin/arena-bench

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -12,6 +13,17 @@ import arena_envs  # noqa: F401  (registers the environments)
 from arena_envs.world import FAR
 
 ENV_ID = "arena_envs/Foraging-v0"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", type=int, default=None, metavar="EXAMPLES",
+                     help="run the fuzz and property suites with this many examples each (make soak)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The fuzz suites read ARENA_FUZZ_EXAMPLES when they are imported, which is after this.
+    if config.getoption("--soak"):
+        os.environ["ARENA_FUZZ_EXAMPLES"] = str(config.getoption("--soak"))
 HALF = 25.0  # default half_size
 IDLE_TOOL = 6
 QUERY_INVENTORY_TOOL = 4
