@@ -85,7 +85,7 @@ def test_a_world_nobody_calls_does_not_advance():
         return pool, before
 
     pool, before = asyncio.run(main())
-    a, b = pool._owner["a"], pool._owner["b"]
+    a, b = pool.monitor()["ids"]["a"], pool.monitor()["ids"]["b"]
     assert pool.state.tick[a] == before.tick[a] + 1
     for name, array in pool.state.arrays():
         np.testing.assert_array_equal(array[b], dict(before.arrays())[name][b], err_msg=name)
@@ -98,14 +98,15 @@ def test_exhausted_pool_times_out_with_a_clear_error_then_reuses_released_worlds
         await pool.call({"tool": "idle"}, id="y")
         with pytest.raises(PoolExhaustedError, match="no free world in the pool of 2"):
             await pool.call({"tool": "idle"}, id="z")
-        world = pool._owner["x"]
+        world = pool.monitor()["ids"]["x"]
         waiter = asyncio.ensure_future(pool.call({"tool": "idle"}, id="z"))
         await asyncio.sleep(0.01)
         await pool.release("x")
         step = await waiter
-        assert pool._owner["z"] == world
+        assert pool.monitor()["ids"]["z"] == world
         assert step.observation.tick == 1  # a fresh episode, not x's
-        assert pool.monitor() == {"size": 2, "free": 0, "acquired": 2, "ids": {"y": pool._owner["y"], "z": world}}
+        assert pool.monitor() == {"size": 2, "free": 0, "acquired": 2,
+                                  "ids": {"y": pool.monitor()["ids"]["y"], "z": world}}
 
     asyncio.run(main())
 

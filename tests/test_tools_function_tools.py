@@ -408,7 +408,8 @@ def test_tool_defined_inside_a_function_is_not_a_method():
     ("kwargs", "words"),
     [
         ({}, "missing a required argument: 'query'"),
-        ({"query": "a", "page": 2}, "unexpected keyword argument 'page'"),
+        ({"query": "a", "page": 2}, "unexpected argument 'page'; the arguments are query, limit"),
+        ({"qeury": "a"}, "unexpected argument 'qeury'"),
     ],
 )
 def test_arguments_that_do_not_fit_raise_invalid_params(kwargs, words):
@@ -426,10 +427,36 @@ def test_errors_inside_a_tool_propagate():
         run(broken.acall())
 
 
-@pytest.mark.parametrize("name", ["tool name", "", "x" * 65, "naïve", 3])
-def test_invalid_tool_names_are_refused(name):
+@pytest.mark.parametrize("name", ["", "  ", "?!", "\u2603", 3])
+def test_names_without_a_letter_or_digit_are_refused(name):
     with pytest.raises(ValueError, match="tool name"):
         tool(name=name)(lambda_free)
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [("tool name", "tool_name"), ("naïve", "naive"), ("x" * 65, "x" * 64), ("Web search (beta)", "Web_search_beta"),
+     ("a.b/c", "a_b_c"), ("--x--", "--x--")],
+)
+def test_names_that_are_not_function_names_are_made_into_one(written, name):
+    made = tool(name=written, description="d")(lambda_free)
+    assert made.name == name
+    assert made.title == (None if written == name else written)
+    assert made.schema["function"]["name"] == name
+    if made.title is not None:
+        assert made.schema["function"]["parameters"]["title"] == written
+        jsonschema.Draft202012Validator.check_schema(made.schema["function"]["parameters"])
+
+
+def test_a_base_tool_name_with_spaces_is_made_into_one():
+    class Spaced(BaseTool):
+        name = "api tool"
+
+        def call(self, query: str) -> str:
+            return query
+
+    assert (Spaced.name, Spaced.title) == ("api_tool", "api tool")
+    assert Spaced().schema["function"]["name"] == "api_tool"
 
 
 def lambda_free(x: int) -> int:
@@ -516,10 +543,20 @@ def test_stateful_tool_stores_its_configuration_and_hides_env():
     assert env.history == ["print(1)"]
 
 
-def test_stateful_tool_without_an_env_says_so():
-    with pytest.raises(ToolCallError, match="stateful") as caught:
+def test_stateful_tool_without_an_id_says_so():
+    with pytest.raises(ToolCallError, match="stateful tool: call it with id=") as caught:
         run(code_interpreter.acall(code="print(1)"))
-    assert caught.value.field == "env"
+    assert caught.value.field == "id"
+    with pytest.raises(ToolCallError, match="id="):
+        run(code_interpreter("print(1)"))
+
+
+def test_a_stateful_tool_cannot_take_a_parameter_named_id():
+    with pytest.raises(TypeError, match="'id'"):
+
+        @tool(stateful=True, env_cls=SandboxEnv)
+        async def clash(id: str, env: SandboxEnv) -> str:
+            return id
 
 
 def test_stateless_tools_have_no_pool_configuration():

@@ -1,16 +1,21 @@
 """The tool-calling layer: decisions, the universal tools' schemas and validation, and
-AgentFly-style tools.
+AgentFly-style tools, stateful tools on pools and agents.
 
     from arena_envs.tools import Decision, parse_decision, tool_schemas, validate_params
 
     decision = parse_decision(model_output)           # ToolCallError if unreadable
     params = validate_params(decision.tool, decision.params)
+
+Stateful tools (``@tool(env_cls=..., stateful=True)``, ``await t(..., id=)``) run on
+``ToolPool`` (the arena's 2D scenarios, batched) or ``ResourcePool`` (any other class);
+``BaseAgent`` gathers tools defined as methods; ``PythonSandboxEnv`` is a safe example env.
 """
 
+from .agent import BaseAgent
 from .decision import Decision, parse_decision
 from .errors import ErrorCode, ToolCallError
 from .function_tools import BaseTool, FunctionTool, tool
-from .pool import PoolExhaustedError, PoolStep, ToolPool
+from .pool import ArenaHandle, PoolStep, ToolPool
 from .registry import (
     TOOL_NAMES,
     UNIVERSAL_TOOLS,
@@ -20,8 +25,17 @@ from .registry import (
     tool_schemas,
     validate_params,
 )
+from .resource_pool import EnvHandle, PoolExhaustedError, ResourcePool, StatefulToolPool, make_pool
+from .sandbox import PythonSandboxEnv
 
 __all__ = [
+    "ArenaHandle",
+    "BaseAgent",
+    "EnvHandle",
+    "PythonSandboxEnv",
+    "ResourcePool",
+    "StatefulToolPool",
+    "make_pool",
     "TOOL_NAMES",
     "UNIVERSAL_TOOLS",
     "BaseTool",

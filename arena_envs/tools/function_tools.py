@@ -11,9 +11,22 @@ signature and the Google-style docstring, and ``await t.acall(**arguments)``::
         description = "Search the notes."
         async def call(self, query: str) -> str: ...
 
-    class Agent:
+    class Agent(BaseAgent):
         @tool
         async def remember(self, fact: str) -> str: ...   # agent.remember is bound
+
+A stateful tool names an environment class and runs on a pool of its instances, one per
+id (see :mod:`arena_envs.tools.resource_pool`)::
+
+    @tool(env_cls=PythonSandboxEnv, name="code_interpreter", stateful=True, pool_size=16)
+    async def code_interpreter(code: str, env: PythonSandboxEnv):
+        return await env.step(code)
+
+    await code_interpreter("print('Hello World')", id="12345")   # id's own environment
+    await code_interpreter.release(id="12345")                    # reset and back to the pool
+
+A name that is not a valid function name (``"tool name"``) becomes one (``"tool_name"``);
+the name as written is kept as the tool's ``title``.
 """
 
 from __future__ import annotations
@@ -27,7 +40,8 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Literal, Union, overload
 
@@ -43,10 +57,12 @@ class BaseTool:
     A stateful tool sets ``stateful = True`` and ``env_cls`` (an environment class or a
     Gymnasium env id), optionally ``pool_size``, and takes its environment as a ``call``
     parameter named ``env``; that parameter is left out of the schema because the tool
-    pool supplies it.
+    pool supplies it. It is called with ``id=`` (``await t(..., id="a")``): each id gets
+    its own environment from the tool's :attr:`pool` until ``await t.release(id="a")``.
     """
 
     name: str
+    title: str | None = None  # the name as written, when it had to be changed into a valid one
     description: str = ""
     stateful: bool = False
     env_cls: type | str | None = None
@@ -56,7 +72,9 @@ class BaseTool:
         super().__init_subclass__(**kwargs)
         if "call" in cls.__dict__:
             owner = cls.__qualname__
-            _check_name(getattr(cls, "name", None), owner)
+            name, title = _tool_name(getattr(cls, "name", None), owner)
+            if title is not None:
+                cls.name, cls.title = name, title
             _check_stateful(cls.stateful, cls.env_cls, cls.pool_size, owner)
             _check_signature(cls.__dict__["call"], True, cls.stateful, owner)
 
@@ -69,7 +87,10 @@ class BaseTool:
         """This tool in the OpenAI function-calling format."""
         function, _ = self._function()
         description = self.description or _parse_docstring(function.__doc__).summary
-        return function_schema(self.name, description, copy.deepcopy(self._parameters))
+        parameters = copy.deepcopy(self._parameters)
+        if self.title is not None:
+            parameters = {"title": self.title, **parameters}
+        return function_schema(self.name, description, parameters)
 
     @functools.cached_property
     def _parameters(self) -> dict[str, Any]:
@@ -77,27 +98,92 @@ class BaseTool:
         return _parameters_schema(function, skip_self, self.stateful, f"tool {self.name!r}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.stateful and "env" not in kwargs:
+            return self.acall(*args, **kwargs)  # a coroutine: stateful tools are awaited
         return self.call(*args, **kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """Run the tool and return its result, awaited if ``call`` is async.
 
+        A stateful tool takes ``id=`` (its environment comes from :attr:`pool`) or ``env=``.
         Arguments that do not fit the signature raise ToolCallError (INVALID_PARAMS);
         errors raised by the tool itself propagate unchanged.
         """
         if self.stateful and "env" not in kwargs:
-            raise ToolCallError(
-                f"{self.name} is a stateful tool: pass env=... or call it through a tool pool",
-                field="env",
-            )
-        try:
-            inspect.signature(self.call).bind(*args, **kwargs)
-        except TypeError as error:
-            raise ToolCallError(f"{self.name}: {error}") from None
+            if "id" not in kwargs:
+                raise ToolCallError(
+                    f"{self.name} is a stateful tool: call it with id=... (or pass env=...)", field="id")
+            id = kwargs.pop("id")
+            return await self._run_in(self.pool, id, args, kwargs)
+        self._bind(args, kwargs)
+        return await self._invoke(args, kwargs)
+
+    async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         result = self.call(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Check the arguments against the signature; ToolCallError (INVALID_PARAMS) if they do not fit."""
+        call = self.call
+        function = getattr(call, "__func__", call)
+        shape = _call_shape(function, function is not call)
+        if not shape.open_ended:
+            # a misspelt argument is named, rather than reported as the missing one it was meant to be
+            unknown = [name for name in kwargs if name not in shape.names]
+            if unknown:
+                known = [name for name in shape.names if not (self.stateful and name == "env")]
+                raise ToolCallError(f"{self.name}: unexpected argument {unknown[0]!r}; "
+                                    f"the arguments are {', '.join(known) or 'none'}", field=str(unknown[0]))
+        given = shape.positional[:len(args)]
+        if len(given) == len(args) and not any(name in kwargs for name in given):
+            # the usual call, checked without binding (this runs for every call)
+            for name in shape.required:
+                if name not in kwargs and name not in given:
+                    raise ToolCallError(f"{self.name}: missing a required argument: {name!r}")
+            return
+        try:
+            shape.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise ToolCallError(f"{self.name}: {error}") from None
+
+    # -- stateful tools ---------------------------------------------------------------------
+
+    @property
+    def pool(self) -> Any:
+        """The pool of ``env_cls`` instances a stateful tool runs on, made on first use with
+        ``pool_size`` (default 16) instances: a batched ``ToolPool`` for an arena scenario, a
+        ``ResourcePool`` otherwise. Assign another pool (``make_pool(...)``) to configure it."""
+        if not self.stateful:
+            raise TypeError(f"{self.name} is not a stateful tool: it has no pool")
+        box = self._pool_box
+        if box[0] is None:
+            from .resource_pool import DEFAULT_POOL_SIZE, make_pool
+
+            box[0] = make_pool(self.env_cls, self.pool_size or DEFAULT_POOL_SIZE)
+        return box[0]
+
+    @pool.setter
+    def pool(self, pool: Any) -> None:
+        if not self.stateful:
+            raise TypeError(f"{self.name} is not a stateful tool: it has no pool")
+        self._pool_box[0] = pool
+
+    @property
+    def _pool_box(self) -> list[Any]:
+        # a one-item list, so the copies a method tool makes when it binds share the pool
+        return self.__dict__.setdefault("_pool_holder", [None])
+
+    async def _run_in(self, pool: Any, id: Hashable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run this stateful tool in ``id``'s environment of ``pool``."""
+        self._bind(args, {**kwargs, "env": None})  # bad arguments take no environment
+        async with pool.lease(id) as env:
+            return await self._invoke(args, {**kwargs, "env": env})
+
+    async def release(self, id: Hashable) -> None:
+        """Reset ``id``'s environment and give it back to the pool (a no-op for an unknown id)."""
+        await self.pool.release(id)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -120,11 +206,11 @@ class FunctionTool(BaseTool):
             raise TypeError(f"@tool decorates functions, got {func!r}")
         self.func = func
         self.call = func
-        self.name = name if name is not None else func.__name__
+        self.name, self.title = _tool_name(name if name is not None else func.__name__, func.__qualname__)
         self.description = description if description is not None else _parse_docstring(func.__doc__).summary
         self.stateful, self.env_cls, self.pool_size = stateful, env_cls, pool_size
         self._is_method = _defined_in_class(func)
-        _check_name(self.name, func.__qualname__)
+        self._pool_holder: list[Any] = [None]  # shared by the bound copies of a method tool (see pool)
         _check_stateful(stateful, env_cls, pool_size, func.__qualname__)
         _check_signature(func, self._is_method, stateful, func.__qualname__)
         functools.update_wrapper(self, func)
@@ -185,15 +271,45 @@ def tool(
     return decorate if func is None else decorate(func)
 
 
+class _CallShape(typing.NamedTuple):
+    signature: inspect.Signature
+    names: tuple[str, ...]  # parameters an argument can be passed to by name, in order
+    positional: tuple[str, ...]  # those that also take a positional argument, in order
+    required: tuple[str, ...]  # those without a default
+    open_ended: bool  # takes **kwargs
+
+
+@functools.lru_cache(maxsize=1024)
+def _call_shape(function: Callable[..., Any], bound: bool) -> _CallShape:
+    """What a call of ``function`` (without its first parameter when ``bound``) accepts."""
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())[int(bound):]
+    signature = signature.replace(parameters=parameters)
+    by_name = [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return _CallShape(signature, tuple(p.name for p in by_name),
+                      tuple(p.name for p in by_name if p.kind is p.POSITIONAL_OR_KEYWORD),
+                      tuple(p.name for p in by_name if p.default is p.empty),
+                      any(p.kind is p.VAR_KEYWORD for p in parameters))
+
+
 def _defined_in_class(func: Callable[..., Any]) -> bool:
     """Whether ``func`` was written in a class body (its qualname says ``Class.func``)."""
     scope = func.__qualname__.rpartition(".")[0]
     return bool(scope) and not scope.endswith("<locals>")
 
 
-def _check_name(name: Any, owner: str) -> None:
-    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
-        raise ValueError(f"{owner}: tool name must be 1-64 letters, digits, '_' or '-', got {name!r}")
+def _tool_name(name: Any, owner: str) -> tuple[str, str | None]:
+    """``(name, title)``: a name that is not a valid function name (1-64 letters, digits,
+    ``_`` or ``-``) is made into one, and the name as written becomes the title."""
+    if not isinstance(name, str):
+        raise ValueError(f"{owner}: tool name must be a string, got {name!r}")
+    if _TOOL_NAME.fullmatch(name):
+        return name, None
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    fixed = re.sub(r"[^A-Za-z0-9_-]+", "_", ascii_name).strip("_")[:64]
+    if not fixed:
+        raise ValueError(f"{owner}: tool name must hold a letter or a digit, got {name!r}")
+    return fixed, name
 
 
 def _check_stateful(stateful: bool, env_cls: Any, pool_size: Any, owner: str) -> None:
@@ -214,8 +330,12 @@ def _check_signature(func: Callable[..., Any], skip_self: bool, stateful: bool, 
             raise TypeError(
                 f"{owner}: parameter {parameter.name!r} is positional-only, but tool calls pass arguments by name"
             )
-    if stateful and "env" not in {parameter.name for parameter in parameters}:
+    names = {parameter.name for parameter in parameters}
+    if stateful and "env" not in names:
         raise TypeError(f"{owner}: a stateful tool takes its environment as a parameter 'env'")
+    if stateful and "id" in names:
+        raise TypeError(f"{owner}: 'id' is how a stateful tool is called (it picks the environment); "
+                        f"name the parameter otherwise")
 
 
 # --- JSON Schema from a signature ---------------------------------------------------------

@@ -8,8 +8,19 @@
 
 An id keeps its world until it is released (AgentFly's isolation by id). A new id takes a
 free world, waiting up to ``timeout`` seconds when every world is taken. Calls that arrive
-together, from any number of ids, advance in one batched step of the numpy core; worlds
-nobody called stay exactly where they were.
+together, from any number of ids, advance in one batched step of the numpy core
+(:class:`~arena_envs.batch.Batch`); worlds nobody called stay exactly where they were.
+
+Each call is read and checked by its own caller before it joins the batch, so a call that
+cannot be read fails alone. Acquiring and releasing are single transitions that leave
+nothing half done: a bad seed takes no world, and a release waits for the id's call in
+flight, so a world never changes hands under a call. The pool is bound to no event loop:
+``asyncio.run`` it once, then again.
+
+``ToolPool`` is for the arena's 2D scenarios. Given anything else, an environment class
+(``ToolPool(PythonSandboxEnv)``), another Gymnasium env id or a stateful tool
+(``ToolPool(code_interpreter)``), it returns the generic pool for it (see
+:mod:`arena_envs.tools.resource_pool`), with the same ``acquire``/``call``/``release``/``monitor``.
 """
 
 from __future__ import annotations
@@ -17,17 +28,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Iterator
+import math
+from collections.abc import Hashable, Iterator
 from itertools import repeat
 from typing import Any, NamedTuple
 
-import gymnasium as gym
 import numpy as np
-from gymnasium.utils import seeding
 
+from arena_envs.batch import Batch
 from arena_envs.observations import Observation
+from arena_envs.tools.errors import ToolCallError
+from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, make_pool
 from arena_envs.tools.session import ToolSession
-from arena_envs.world import ToolActions
+from arena_envs.world import NO_TOOL, OK, ToolActions
+
+__all__ = ["ArenaHandle", "PoolExhaustedError", "PoolStep", "ToolPool"]
 
 
 @contextlib.contextmanager
@@ -48,7 +63,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _Batch(asyncio.Future):
+class _Done(asyncio.Future):
     """The one future that every call of a flush awaits (one future per call costs more).
 
     A caller that is cancelled must not cancel the batch for the others: refusing here
@@ -59,6 +74,19 @@ class _Batch(asyncio.Future):
         return False
 
 
+class _PendingBatch:
+    """The calls gathered for the next batched step, on the event loop that will flush them."""
+
+    __slots__ = ("loop", "done", "actions", "worlds", "flushed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self.loop = loop
+        self.done = _Done(loop=loop)
+        self.actions = ToolActions.none((size, 1))  # rows of worlds nobody called are never read
+        self.worlds: list[int] = []
+        self.flushed = False
+
+
 class PoolStep(NamedTuple):
     observation: Observation
     reward: float
@@ -67,117 +95,217 @@ class PoolStep(NamedTuple):
     info: dict[str, Any]
 
 
-class PoolExhaustedError(TimeoutError):
-    """Every world of the pool stayed taken for longer than the pool's timeout."""
+class ArenaHandle:
+    """What a stateful tool on an arena scenario receives as ``env``: its id's world.
+
+    ``await env.step(tool_call)`` is ``pool.call(tool_call, id)`` (batched with every other
+    id's call), ``await env.reset(seed=...)`` is ``pool.acquire(id, seed)``.
+    """
+
+    def __init__(self, pool: ToolPool, id: Hashable) -> None:
+        self.pool, self.id = pool, id
+
+    async def step(self, tool_call: Any) -> PoolStep:
+        return await self.pool.call(tool_call, id=self.id)
+
+    async def reset(self, seed: int | None = None) -> Observation:
+        return await self.pool.acquire(self.id, seed=seed)
+
+    def __repr__(self) -> str:
+        return f"<ArenaHandle id={self.id!r} pool={self.pool.env_id!r}>"
+
+
+class _Lease:
+    """What ``ToolPool.lease`` returns (a class, not a generator: it is made for every call)."""
+
+    __slots__ = ("pool", "id")
+
+    def __init__(self, pool: ToolPool, id: Hashable) -> None:
+        self.pool, self.id = pool, id
+
+    async def __aenter__(self) -> ArenaHandle:
+        if self.pool._slots.held(self.id) is None:
+            await self.pool._ensure(self.id)
+        return ArenaHandle(self.pool, self.id)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        return None
 
 
 class ToolPool:
     """A fixed number of worlds shared by tool-calling sessions, keyed by id."""
 
-    def __init__(self, env_id: str = "arena_envs/Foraging-v0", size: int = 64, timeout: float = 30.0,
-                 **env_kwargs: Any):
-        if size < 1:
-            raise ValueError(f"size must be at least 1, got {size}")
-        self.env_id, self.size, self.timeout = env_id, size, timeout
-        self.envs = gym.make_vec(env_id, num_envs=size, **env_kwargs).unwrapped
-        self.scenario, self.state = self.envs.scenario, self.envs.state
+    def __new__(cls, env_id: Any = "arena_envs/Foraging-v0", size: int | None = None,
+                timeout: float | None = 30.0, **env_kwargs: Any) -> Any:
+        if cls is ToolPool and arena_scenario(env_id) is None:
+            # not a 2D scenario: the generic pool for it, so ToolPool(PythonSandboxEnv) works
+            return make_pool(env_id, size, timeout, **env_kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, env_id: Any = "arena_envs/Foraging-v0", size: int | None = 64,
+                 timeout: float | None = 30.0, **env_kwargs: Any):
+        size = 64 if size is None else size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive integer, got {size!r}")
+        found = arena_scenario(env_id)
+        if found is None:
+            raise ValueError(f"{env_id!r} is not one of the arena's 2D scenarios")
+        from arena_envs.envs import build
+
+        name, registered, self.env_id = found
+        rules, _, _ = build(name, **{**registered, **env_kwargs})
+        self.size, self.timeout = size, timeout
+        self.batch = Batch(rules, size)
+        self.scenario, self.state = rules, self.batch.state
         self.sessions = [ToolSession(self.scenario, self.state, world=i) for i in range(size)]
-        self._rngs: list[np.random.Generator | None] = [None] * size
-        self._owner: dict[Any, int] = {}
-        self._free = list(range(size))
-        self._freed = asyncio.Condition()
-        self._pending: dict[int, Any] = {}  # world -> the tool call waiting for the next flush
-        self._batch: _Batch | None = None
+        self._slots = Slots(size, "world")
+        self._pending: _PendingBatch | None = None
+        self._inflight: dict[int, _PendingBatch] = {}  # world -> the batch its call waits in
 
     # -- slots ---------------------------------------------------------------------------
 
-    async def acquire(self, id: Any, seed: int | None = None) -> Observation:
+    async def acquire(self, id: Hashable, seed: int | None = None) -> Observation:
         """Take a world for ``id`` (waiting while none is free), reset it, and return its first observation.
 
-        An id that already holds a world gets it reset with ``seed``.
+        An id that already holds a world gets it reset with ``seed`` (after its call in
+        flight, if any). A bad seed raises ValueError and takes nothing.
         """
-        world = self._owner.get(id)
-        if world is None:
-            world = await self._take(id)
-        return self._reset(world, seed)
+        _check_seed(seed)
+        while True:
+            world, new = await self._slots.take(id, _timeout(self.timeout))
+            try:
+                await self._settle(world)
+                if self._slots.held(id) != world:
+                    continue  # released while its last call finished: take a world anew
+                return self._restart(world, seed, observe=True)
+            except BaseException:
+                if new and self._slots.held(id) == world:
+                    self._slots.give_back(id)
+                raise
 
-    async def call(self, tool_call: Any, id: Any) -> PoolStep:
-        """Carry out one tool call in ``id``'s world (taking a free world for a new id)."""
-        world = self._owner.get(id)
+    async def call(self, tool_call: Any, id: Hashable) -> PoolStep:
+        """Carry out one tool call in ``id``'s world (taking a free world for a new id).
+
+        ``tool_call`` None gives no new command: the agent carries on with its last one.
+        A call that cannot even be read raises ToolCallError for its caller alone.
+        """
+        world = self._slots.held(id)
         if world is None:
-            await self.acquire(id)
-            world = self._owner[id]
-        if world in self._pending:
+            world = await self._ensure(id)
+        if world in self._inflight:
             raise RuntimeError(f"id {id!r} already has a call in flight")
-        if not self._pending:  # the first call of a batch schedules its flush
-            loop = asyncio.get_running_loop()
-            self._batch = _Batch(loop=loop)
-            loop.call_soon(self._flush, self._batch)
-        batch = self._batch
-        self._pending[world] = tool_call
-        return (await batch)[world]
+        batch = self._open_batch()
+        try:
+            self.sessions[world].encode(tool_call, batch.actions)
+        except Exception as err:  # read before the batch, so the others never see it
+            batch.actions.tool[world], batch.actions.failure[world] = NO_TOOL, OK
+            raise ToolCallError(f"the tool call could not be read: {type(err).__name__}: {err}") from err
+        batch.worlds.append(world)
+        self._inflight[world] = batch
+        return (await batch.done)[world]
 
-    async def release(self, id: Any) -> None:
-        """Reset ``id``'s world and give it back to the pool (a no-op for an unknown id)."""
-        world = self._owner.pop(id, None)
-        if world is None:
-            return
-        self._reset(world, None)
-        async with self._freed:
-            self._free.append(world)
-            self._freed.notify()
+    async def release(self, id: Hashable) -> None:
+        """Let ``id``'s call in flight finish, then reset its world and give it back to the
+        pool in one step (a no-op for an unknown id)."""
+        while True:
+            world = self._slots.held(id)
+            if world is None:
+                return
+            if world not in self._inflight:
+                break
+            await self._settle(world)
+        self._restart(world, None)
+        self._slots.give_back(id)
+
+    def lease(self, id: Hashable) -> _Lease:
+        """``async with pool.lease(id) as env``: ``id``'s world as the ``env`` of a stateful
+        tool (taking a world for a new id)."""
+        return _Lease(self, id)
 
     def monitor(self) -> dict[str, Any]:
         """How many worlds are free and which ids hold the others."""
-        return {"size": self.size, "free": len(self._free), "acquired": len(self._owner),
-                "ids": dict(self._owner)}
+        free, acquired = self._slots.counts()
+        return {"size": self.size, "free": free, "acquired": acquired, "ids": self._slots.owners()}
 
-    async def _take(self, id: Any) -> int:
-        if not self._free:  # only wait when we must: waiting costs loop turns and splits batches
-            async with self._freed:
-                try:
-                    await asyncio.wait_for(self._freed.wait_for(lambda: self._free), self.timeout)
-                except asyncio.TimeoutError:
-                    raise PoolExhaustedError(
-                        f"no free world in the pool of {self.size} for id {id!r} after {self.timeout:g} s; "
-                        f"release ids you are done with or make the pool larger") from None
-        world = self._free.pop(0)
-        self._owner[id] = world
+    async def _ensure(self, id: Hashable) -> int:
+        """``id``'s world, taking and resetting a free one for a new id."""
+        world, new = await self._slots.take(id, _timeout(self.timeout))
+        if new:
+            try:
+                self._restart(world, None)
+            except BaseException:
+                self._slots.give_back(id)
+                raise
         return world
 
-    def _reset(self, world: int, seed: int | None) -> Observation:
-        if seed is not None or self._rngs[world] is None:
-            self._rngs[world], _ = seeding.np_random(seed)
-        self.scenario.reset(self.state, np.array([world]), [self._rngs[world]])
-        session = self.sessions[world]
-        session.begin()
-        return self._observations([world], first=True)[0][0]
+    async def _settle(self, world: int) -> None:
+        """Wait until ``world`` has no call in flight."""
+        while (batch := self._inflight.get(world)) is not None:
+            if batch.loop is _running_loop():
+                with contextlib.suppress(Exception):  # the call's failure is its caller's to see
+                    await batch.done
+            else:
+                self._flush_foreign(batch)
+
+    def _restart(self, world: int, seed: int | None, observe: bool = False) -> Observation | None:
+        self.batch.reset(np.array([world]), [seed])
+        self.sessions[world].begin()
+        return self._observations([world], first=True)[0][0] if observe else None
 
     # -- the batched step --------------------------------------------------------------
 
-    def _flush(self, batch: _Batch) -> None:
+    def _open_batch(self) -> _PendingBatch:
+        """The batch the next call joins, on the running loop (the first call schedules its flush)."""
+        loop = asyncio.get_running_loop()
+        batch = self._pending
+        if batch is not None and batch.loop is not loop:
+            self._flush_foreign(batch)
+            batch = None
+        if batch is None:
+            batch = self._pending = _PendingBatch(loop, self.size)
+            loop.call_soon(self._flush, batch)
+        return batch
+
+    def _flush_foreign(self, batch: _PendingBatch) -> None:
+        """Deal with calls gathered on another event loop: step them now if that loop is
+        stopped or closed (its flush would come late or never), refuse if it is running."""
+        if batch.loop.is_running():
+            raise RuntimeError("this ToolPool has calls in flight on an event loop running in another thread; "
+                               "use a pool from one thread at a time")
+        self._flush(batch)
+
+    def _flush(self, batch: _PendingBatch) -> None:
         """Step every world with a call waiting, all in one batched step."""
-        pending, self._pending = self._pending, {}
+        if batch.flushed:
+            return
+        batch.flushed = True
+        if self._pending is batch:
+            self._pending = None
+        outcome: dict[int, PoolStep] | BaseException
         try:
             with _collector_paused():
-                batch.set_result(self._advance(pending))
+                outcome = self._advance(batch.worlds, batch.actions) if batch.worlds else {}
         except Exception as err:
-            batch.set_exception(err)
+            outcome = err
+        except BaseException:
+            outcome = RuntimeError("the pool's batched step was interrupted")
+            raise
         finally:
-            # Callers wait on the batch even when cancelled (see _Batch), so it must always
-            # end, even when a KeyboardInterrupt or the like goes through.
-            if not batch.done():
-                batch.set_exception(RuntimeError("the pool's batched step was interrupted"))
+            for world in batch.worlds:
+                self._inflight.pop(world, None)
+            # Callers wait on the batch even when cancelled (see _Done), so it must always end.
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody is waiting
+                if not batch.done.done():
+                    if isinstance(outcome, BaseException):
+                        batch.done.set_exception(outcome)
+                    else:
+                        batch.done.set_result(outcome)
 
-    def _advance(self, pending: dict[int, Any]) -> dict[int, PoolStep]:
-        """The step of every world in ``pending`` (world -> its tool call), keyed by world."""
-        worlds = list(pending)
-        actions = ToolActions.idle((self.size, 1))
-        for world, tool_call in pending.items():
-            self.sessions[world].encode(tool_call, actions)
+    def _advance(self, worlds: list[int], actions: ToolActions) -> dict[int, PoolStep]:
+        """The step of every world in ``worlds`` (their calls already in ``actions``), keyed by world."""
         active = np.zeros(self.size, bool)
         active[worlds] = True
-        reward, terminated, truncated = self.scenario.step(self.state, actions, active)
+        reward, terminated, truncated = self.batch.step(actions, active)
         observations, infos = self._observations(worlds)
         steps = map(PoolStep, observations, reward[worlds].tolist(), terminated[worlds].tolist(),
                     truncated[worlds].tolist(), infos)
@@ -191,6 +319,22 @@ class ToolPool:
         infos = _records(columns)
         sessions = [self.sessions[world] for world in worlds]
         return ToolSession.observations(sessions, arrays, infos, first), infos
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _check_seed(seed: Any) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
+
+
+def _timeout(timeout: float | None) -> float | None:
+    return None if timeout is None or math.isinf(timeout) else timeout
 
 
 def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,549 @@
+"""Pools of environments for stateful tools, keyed by id (AgentFly's resource system).
+
+    pool = ResourcePool(PythonSandboxEnv, size=16, timeout=60)
+    output = await pool.call("x = 2; print(x + 1)", id="episode-7")   # env.step(code) on id's env
+    await pool.release("episode-7")                                   # resets the env, frees it
+    pool.monitor()        # {"size": 16, "created": 1, "free": 16, "acquired": 0, "ids": {}}
+
+The rules every pool here follows:
+
+* an id keeps one environment until it is released: same id, same instance; a new id
+  takes a free one, and nothing one id does is visible to another;
+* instances are created lazily, up to ``size``; when all are taken a new id waits for a
+  release, up to ``timeout`` seconds, then gets :class:`PoolExhaustedError`;
+* calls for one id run one at a time; calls for different ids run concurrently, and a
+  synchronous ``step`` runs in a worker thread, so one slow environment never stalls the
+  event loop or the other ids;
+* ``release(id)`` waits for that id's call in flight, resets its environment and frees it,
+  in one step nobody can observe half done;
+* nothing is bound to an event loop: a pool can be used from one loop, then another
+  (``asyncio.run`` twice), or from several threads.
+
+:func:`make_pool` picks the pool for an ``env_cls``: an arena scenario (its env id or env
+class) gets a :class:`~arena_envs.tools.pool.ToolPool`, whose calls from many ids advance
+in one batched numpy step; anything else gets a :class:`ResourcePool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import math
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Hashable
+from typing import Any
+
+DEFAULT_POOL_SIZE = 16
+DEFAULT_TIMEOUT = 60.0
+_THREADS = 64  # worker threads for synchronous steps, shared by every pool (threads are made on demand)
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+class PoolExhaustedError(TimeoutError):
+    """Every slot of a pool stayed taken for longer than the pool's timeout."""
+
+
+async def run_in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` in a worker thread, awaited from any event loop.
+
+    The threads are shared by every pool and do not belong to a loop (the loop's default
+    executor has only a handful of threads, and dies with its loop).
+    """
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="arena-pool")
+    future = _executor.submit(function, *args, **kwargs)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        # A running thread cannot be stopped: the caller waits for it before it goes, so
+        # the environment it works on is never lent again while it still runs.
+        while not future.done():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(asyncio.wrap_future(future))
+        raise
+
+
+async def maybe_await(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``function``: awaited if it is async, in a worker thread if it is not."""
+    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__):
+        return await function(*args, **kwargs)
+    result = await run_in_thread(function, *args, **kwargs)
+    if inspect.isawaitable(result):  # a plain function that returned a coroutine
+        result = await result
+    return result
+
+
+# --- waiting from any event loop ------------------------------------------------------------
+
+
+class _Waiter:
+    """One coroutine waiting for something another one hands it (a slot, a gate)."""
+
+    __slots__ = ("loop", "future", "handed")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = self.loop.create_future()
+        self.handed = False  # set under the owner's lock: what was waited for now belongs to the waiter
+
+    def wake(self) -> None:
+        """Resolve the future, from whichever thread and loop we are on."""
+        with contextlib.suppress(RuntimeError):  # the waiter's loop is closed: nobody to wake
+            if _running_loop() is self.loop:
+                _resolve(self.future)
+            else:
+                self.loop.call_soon_threadsafe(_resolve, self.future)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Gate:
+    """A first-come first-served mutex that works from any event loop and thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = False
+        self._waiters: deque[_Waiter] = deque()
+
+    async def acquire(self) -> None:
+        with self._lock:
+            if not self._held:
+                self._held = True
+                return
+            waiter = _Waiter()
+            self._waiters.append(waiter)
+        try:
+            await waiter.future
+        except BaseException:
+            with self._lock:
+                if waiter.handed:  # handed the gate just as we were cancelled: pass it on
+                    self._pass_on()
+                else:
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            self._pass_on()
+
+    def _pass_on(self) -> None:
+        if self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.handed = True
+            waiter.wake()
+        else:
+            self._held = False
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class _Want:
+    """The callers waiting for a slot for one id (two ``acquire("c")`` share one slot)."""
+
+    __slots__ = ("waiters", "slot", "claimed")
+
+    def __init__(self) -> None:
+        self.waiters: list[_Waiter] = []
+        self.slot: int | None = None  # the slot handed to this id, once one is
+        self.claimed = False  # whether a caller has seen that slot (if nobody has, it can be taken back)
+
+
+class Slots:
+    """Which id holds which of ``size`` slots, with waiting for a free one.
+
+    Every change is one transition under a lock (so ``free + acquired == size`` always
+    holds and a slot has at most one owner), and a freed slot is handed straight to the
+    id that waited longest, so a waiter that is woken can never lose its slot to a
+    newcomer, and a waiter that is cancelled after being handed one gives it back.
+    """
+
+    def __init__(self, size: int, what: str = "slot") -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive integer, got {size!r}")
+        self.size, self.what = size, what
+        self._lock = threading.Lock()
+        self._owner: dict[Hashable, int] = {}
+        self._free: deque[int] = deque(range(size))
+        self._wanted: dict[Hashable, _Want] = {}  # ids waiting for a slot, longest first
+        self._handed: dict[Hashable, _Want] = {}  # ids handed a slot that no caller has seen yet
+
+    def held(self, id: Hashable) -> int | None:
+        """The slot ``id`` holds, or None."""
+        with self._lock:
+            slot = self._owner.get(id)
+            if slot is not None:
+                self._claim(id)
+            return slot
+
+    def owners(self) -> dict[Hashable, int]:
+        with self._lock:
+            return dict(self._owner)
+
+    def counts(self) -> tuple[int, int]:
+        """``(free, acquired)``, read together."""
+        with self._lock:
+            return len(self._free), len(self._owner)
+
+    async def take(self, id: Hashable, timeout: float | None) -> tuple[int, bool]:
+        """The slot of ``id``, taking a free one (waiting up to ``timeout`` s) for a new id.
+
+        Returns ``(slot, new)``: ``new`` is true for the caller that made ``id`` the slot's
+        owner. Raises :class:`PoolExhaustedError` when no slot came free in time.
+        """
+        hash(id)  # an unhashable id fails here, before anything changes
+        if timeout is not None and math.isinf(timeout):
+            timeout = None
+        while True:
+            with self._lock:
+                slot = self._owner.get(id)
+                if slot is not None:
+                    self._claim(id)
+                    return slot, False
+                if self._free:
+                    slot = self._free.popleft()
+                    self._owner[id] = slot
+                    return slot, True
+                want = self._wanted.setdefault(id, _Want())
+                waiter = _Waiter()
+                want.waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter.future, timeout)
+            except BaseException as error:
+                with self._lock:
+                    want.waiters.remove(waiter)
+                    if waiter.handed and isinstance(error, TimeoutError) and self._owner.get(id) == want.slot:
+                        first = not want.claimed  # the slot came at the last moment: take it after all
+                        self._claim(id)
+                        return want.slot, first  # type: ignore[return-value]
+                    self._give_up(id, want)
+                if isinstance(error, TimeoutError):
+                    raise PoolExhaustedError(
+                        f"no free {self.what} in the pool of {self.size} for id {id!r} after {timeout:g} s; "
+                        f"release ids you are done with or make the pool larger") from None
+                raise
+            with self._lock:
+                want.waiters.remove(waiter)
+                if self._owner.get(id) == want.slot:  # else: released again before we woke; start over
+                    first = not want.claimed
+                    self._claim(id)
+                    return want.slot, first  # type: ignore[return-value]
+
+    def give_back(self, id: Hashable) -> int | None:
+        """Free ``id``'s slot (handing it to the longest waiter); the slot, or None for an unknown id."""
+        with self._lock:
+            slot = self._owner.pop(id, None)
+            if slot is not None:
+                self._handed.pop(id, None)
+                self._put(slot)
+            return slot
+
+    def _claim(self, id: Hashable) -> None:
+        want = self._handed.pop(id, None)
+        if want is not None:
+            want.claimed = True
+
+    def _give_up(self, id: Hashable, want: _Want) -> None:
+        """A waiter left without its slot; when it was the id's last, undo what it asked for."""
+        if want.waiters:
+            return
+        if want.slot is None:
+            if self._wanted.get(id) is want:
+                del self._wanted[id]
+        elif not want.claimed and self._handed.get(id) is want:
+            # handed a slot that no caller of this id will ever see: give it to the next one
+            del self._handed[id]
+            del self._owner[id]
+            self._put(want.slot)
+
+    def _put(self, slot: int) -> None:
+        while self._wanted:
+            id = next(iter(self._wanted))
+            want = self._wanted.pop(id)
+            if not want.waiters:
+                continue
+            want.slot = slot
+            self._owner[id] = slot
+            self._handed[id] = want
+            for waiter in want.waiters:
+                waiter.handed = True
+                waiter.wake()
+            return
+        self._free.append(slot)
+
+
+# --- environments for stateful tools -----------------------------------------------------------
+
+
+class EnvHandle:
+    """What a stateful tool receives as ``env``: its id's environment, with ``step`` and
+    ``reset`` always awaitable (a synchronous one runs in a worker thread).
+
+    Every other attribute is the environment's own; ``handle.env`` is the instance itself.
+    """
+
+    def __init__(self, env: Any, id: Hashable) -> None:
+        self.env, self.id = env, id
+
+    async def step(self, *args: Any, **kwargs: Any) -> Any:
+        return await maybe_await(self.env.step, *args, **kwargs)
+
+    async def reset(self, *args: Any, **kwargs: Any) -> Any:
+        return await maybe_await(self.env.reset, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def __repr__(self) -> str:
+        return f"<EnvHandle id={self.id!r} env={self.env!r}>"
+
+
+class ResourcePool:
+    """Up to ``size`` instances of ``env_cls`` (a class or any factory), lent out by id.
+
+    ``env_cls()`` makes an instance when a new id finds no idle one. Its ``step`` (sync or
+    async) serves :meth:`call`; its ``reset`` (optional, sync or async) runs when an id
+    releases it. A Gymnasium env is also reset when it is made, since it cannot step before.
+    """
+
+    def __init__(self, env_cls: Callable[[], Any], size: int = DEFAULT_POOL_SIZE,
+                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        if not callable(env_cls):
+            raise TypeError(f"env_cls must be a class or a factory, got {env_cls!r}")
+        self.env_cls, self.timeout = env_cls, timeout
+        self._slots = Slots(size, "environment")
+        self.size = size
+        self._envs: list[Any] = [None] * size
+        self._gates = [_Gate() for _ in range(size)]
+
+    @contextlib.asynccontextmanager
+    async def lease(self, id: Hashable) -> AsyncIterator[EnvHandle]:
+        """``id``'s environment for the duration of the block, which no other call of ``id`` shares."""
+        while True:
+            slot, new = await self._slots.take(id, self.timeout)
+            lent = False
+            try:
+                async with self._gates[slot].held():
+                    if self._slots.held(id) != slot:
+                        continue  # released while we waited for the gate: take a slot anew
+                    env = self._envs[slot]
+                    if env is None:
+                        env = self._envs[slot] = await _make(self.env_cls)
+                    lent = True
+                    yield EnvHandle(env, id)
+                    return
+            except BaseException:
+                # cancelled (or failed to make the env) before the id ever had it: nothing is kept
+                if new and not lent and self._slots.held(id) == slot:
+                    self._slots.give_back(id)
+                raise
+
+    async def acquire(self, id: Hashable, seed: int | None = None) -> EnvHandle:
+        """Take an environment for ``id`` (waiting while none is free) and return it;
+        with ``seed``, reset it with that seed first. If that fails (or is cancelled), a
+        new id is left holding nothing. Step it through :meth:`call` or a stateful tool,
+        which keep one call per id at a time."""
+        new = self._slots.held(id) is None
+        async with self.lease(id) as env:
+            if seed is not None:
+                try:
+                    await env.reset(seed=seed)
+                except BaseException:
+                    if new and self._slots.held(id) is not None:
+                        self._slots.give_back(id)  # a failed acquire takes nothing
+                    raise
+            return env
+
+    async def call(self, action: Any, id: Hashable) -> Any:
+        """``env.step(action)`` on ``id``'s environment (taking a free one for a new id)."""
+        async with self.lease(id) as env:
+            return await env.step(action)
+
+    async def release(self, id: Hashable) -> None:
+        """Wait for ``id``'s call in flight, reset its environment and free it (no-op for an unknown id)."""
+        slot = self._slots.held(id)
+        if slot is None:
+            return
+        async with self._gates[slot].held():
+            if self._slots.held(id) != slot:
+                return  # released by someone else meanwhile
+            env = self._envs[slot]
+            try:
+                if env is not None and callable(getattr(env, "reset", None)):
+                    await maybe_await(env.reset)
+            except BaseException:
+                # an env that cannot reset is not lent again: the next id gets a new one
+                self._envs[slot] = None
+                await _close(env)
+                raise
+            finally:
+                self._slots.give_back(id)
+
+    def monitor(self) -> dict[str, Any]:
+        """How many environments exist, how many are free and which ids hold the others."""
+        free, acquired = self._slots.counts()
+        return {"size": self.size, "created": sum(env is not None for env in self._envs), "free": free,
+                "acquired": acquired, "ids": self._slots.owners()}
+
+    async def aclose(self) -> None:
+        """Close every environment made (their ``close``/``aclose``, when they have one)."""
+        envs, self._envs = self._envs, [None] * self.size
+        for env in envs:
+            if env is not None:
+                await _close(env)
+
+    def __repr__(self) -> str:
+        return f"<ResourcePool {getattr(self.env_cls, '__name__', self.env_cls)!r} {self.monitor()}>"
+
+
+async def _make(env_cls: Callable[[], Any]) -> Any:
+    env = await run_in_thread(env_cls)  # making one (a process, a container) may take a while
+    if _is_gym_env(env):
+        await run_in_thread(env.reset)
+    return env
+
+
+async def _close(env: Any) -> None:
+    close = getattr(env, "aclose", None) or getattr(env, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            await maybe_await(close)
+
+
+def _is_gym_env(env: Any) -> bool:
+    import gymnasium as gym
+
+    return isinstance(env, gym.Env)
+
+
+# --- which pool for which env_cls -------------------------------------------------------------
+
+
+def arena_scenario(env_cls: Any) -> tuple[str, dict[str, Any], str] | None:
+    """``(scenario name, registered kwargs, env id)`` when ``env_cls`` is one of the arena's
+    single-agent 2D scenarios (its env id, its name or the arena env class), else None."""
+    import gymnasium as gym
+
+    from arena_envs.envs import SCENARIOS, ArenaEnv, make_vector_env
+
+    registry = gym.envs.registration.registry
+    if isinstance(env_cls, type) and issubclass(env_cls, ArenaEnv):
+        env_cls = "foraging"  # the class's default scenario
+    if not isinstance(env_cls, str):
+        return None
+    if env_cls in SCENARIOS:
+        ids = [i for i, spec in registry.items() if spec.kwargs.get("scenario") == env_cls]
+        name, kwargs, env_id = env_cls, {}, ids[0] if ids else env_cls
+    else:
+        spec = registry.get(env_cls)
+        if spec is None or spec.vector_entry_point not in ("arena_envs.envs:make_vector_env", make_vector_env):
+            return None
+        kwargs = dict(spec.kwargs)
+        name, env_id = kwargs.pop("scenario", "foraging"), env_cls
+    if name not in SCENARIOS or SCENARIOS[name].multi_agent:
+        return None
+    return name, kwargs, env_id
+
+
+def make_pool(env_cls: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+              **env_kwargs: Any) -> Any:
+    """The pool for ``env_cls``: a batched ``ToolPool`` for an arena scenario, a
+    :class:`ResourcePool` for anything else (a Gymnasium env id is made with ``gym.make``),
+    a :class:`StatefulToolPool` for a stateful tool."""
+    from .function_tools import BaseTool
+
+    if isinstance(env_cls, BaseTool):
+        if env_kwargs:
+            raise TypeError(f"a tool brings its own env_cls; these arguments have nowhere to go: {sorted(env_kwargs)}")
+        return StatefulToolPool(env_cls, size, timeout)
+    size = DEFAULT_POOL_SIZE if size is None else size
+    if arena_scenario(env_cls) is not None:
+        from .pool import ToolPool
+
+        return ToolPool(env_cls, size=size, timeout=timeout, **env_kwargs)
+    if isinstance(env_cls, str):
+        import gymnasium as gym
+
+        if env_cls not in gym.envs.registration.registry:
+            raise ValueError(f"unknown env id {env_cls!r}: not registered with Gymnasium "
+                             f"(a stateful tool's env_cls is an env id or a class)")
+        return ResourcePool(lambda: gym.make(env_cls, **env_kwargs), size, timeout)
+    if not callable(env_cls):
+        raise TypeError(f"expected an environment class, a factory, an env id or a stateful tool, got {env_cls!r}")
+    if env_kwargs:
+        factory = env_cls
+        return ResourcePool(lambda: factory(**env_kwargs), size, timeout)
+    return ResourcePool(env_cls, size, timeout)
+
+
+class StatefulToolPool:
+    """A stateful tool on a pool of its own (what ``ToolPool(code_interpreter)`` gives):
+    ``await pool.call({"code": "print(1)"}, id="a")`` runs the tool in ``a``'s environment.
+
+    The arguments are a dict (or a Decision / tool call naming this tool). ``acquire``,
+    ``release``, ``lease`` and ``monitor`` are those of the environments' pool, :attr:`envs`.
+    """
+
+    def __init__(self, tool: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        if not tool.stateful:
+            raise TypeError(f"{tool.name} is not a stateful tool: call it directly, it needs no pool")
+        self.tool = tool
+        self.envs = make_pool(tool.env_cls, size or tool.pool_size or DEFAULT_POOL_SIZE, timeout)
+        self.size = self.envs.size
+
+    async def call(self, arguments: Any, id: Hashable) -> Any:
+        """Run the tool with ``arguments`` in ``id``'s environment (taking one for a new id)."""
+        arguments = self._arguments(arguments)
+        return await self.tool._run_in(self.envs, id, (), arguments)
+
+    async def acquire(self, id: Hashable, seed: int | None = None) -> Any:
+        return await self.envs.acquire(id, seed=seed)
+
+    async def release(self, id: Hashable) -> None:
+        await self.envs.release(id)
+
+    def lease(self, id: Hashable) -> Any:
+        return self.envs.lease(id)
+
+    def monitor(self) -> dict[str, Any]:
+        return self.envs.monitor()
+
+    def _arguments(self, arguments: Any) -> dict[str, Any]:
+        from .decision import Decision, parse_decision
+        from .errors import ToolCallError
+
+        if not isinstance(arguments, dict):
+            decision = arguments if isinstance(arguments, Decision) else parse_decision(arguments)
+            if decision.tool != self.tool.name:
+                raise ToolCallError(f"this pool runs the tool {self.tool.name!r}, the call names {decision.tool!r}",
+                                    code="NOT_FOUND", field="tool")
+            arguments = decision.params
+        for reserved in ("env", "id"):
+            if reserved in arguments:
+                raise ToolCallError(f"{self.tool.name}: unexpected argument {reserved!r}", field=reserved)
+        return arguments
+
+    def __repr__(self) -> str:
+        return f"<StatefulToolPool {self.tool.name!r} {self.monitor()}>"

@@ -1,0 +1,154 @@
+"""Property tests of the pools under random interleavings of acquire, call, release and cancel.
+
+Each example is a program of operations on a few ids, started with random delays (loop
+turns), some cancelled part way, run half on one event loop and half on a second one
+(``asyncio.run`` twice, the same pool). Invariants, checked at every loop turn and at the end:
+
+* ``free + acquired == size`` and no world (environment) has two owners;
+* a world is stepped only while an id owns it, and an environment is never used by a
+  second id without a reset in between (nothing of one id reaches another);
+* every caller gets an answer: its result, or its own clear exception (exhausted pool,
+  its cancellation, a second call of an id already in flight) -- never a hang;
+* once every id is released, every world is free.
+"""
+
+import asyncio
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import arena_envs  # noqa: F401
+from arena_envs.tools import PoolExhaustedError, ResourcePool, ToolPool
+
+IDS = ["a", "b", "c", "d"]
+SIZE = 2
+
+operation = st.tuples(
+    st.sampled_from(["acquire", "call", "call", "release"]),
+    st.sampled_from(IDS),
+    st.integers(0, 4),  # loop turns before it starts
+    st.one_of(st.none(), st.integers(0, 3)),  # loop turns before it is cancelled (None: never)
+)
+programs = st.lists(operation, min_size=1, max_size=14)
+
+
+class CheckedToolPool(ToolPool):
+    """The arena pool, noting any world stepped while nobody owns it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.violations = []
+
+    def _advance(self, worlds, actions):
+        owned = set(self.monitor()["ids"].values())
+        if not set(worlds) <= owned:
+            self.violations.append(f"stepped worlds {worlds} while owned were {owned}")
+        return super()._advance(worlds, actions)
+
+
+class TrackingEnv:
+    """A generic env that notes an id using it after another id without a reset between."""
+
+    violations: list = []
+
+    def __init__(self):
+        self.holder = None
+
+    async def step(self, id):
+        if self.holder not in (None, id):
+            TrackingEnv.violations.append(f"{id} got the env of {self.holder} without a reset")
+        self.holder = id
+        await asyncio.sleep(0)
+        return id
+
+    def reset(self, seed=None):
+        self.holder = None
+
+
+def make(kind):
+    if kind == "arena":
+        pool = CheckedToolPool("arena_envs/Foraging-v0", size=SIZE, timeout=0.02)
+        return pool, pool.violations
+    TrackingEnv.violations = []
+    return ResourcePool(TrackingEnv, size=SIZE, timeout=0.02), TrackingEnv.violations
+
+
+def check(pool, problems):
+    monitor = pool.monitor()
+    if monitor["free"] + monitor["acquired"] != pool.size:
+        problems.append(f"free + acquired != size: {monitor}")
+    worlds = list(monitor["ids"].values())
+    if len(worlds) != len(set(worlds)):
+        problems.append(f"a world with two owners: {monitor['ids']}")
+
+
+async def run_part(pool, kind, part, problems, served):
+    async def start(op):
+        what, id, delay, _ = op
+        for _ in range(delay):
+            await asyncio.sleep(0)
+        if what == "acquire":
+            return await pool.acquire(id, seed=len(id))
+        if what == "release":
+            return await pool.release(id)
+        return await pool.call({"tool": "idle", "params": {}} if kind == "arena" else id, id=id)
+
+    async def watch():
+        while True:
+            check(pool, problems)
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(watch())
+    tasks = [asyncio.ensure_future(start(op)) for op in part]
+
+    async def cancel(task, after):
+        for _ in range(after):
+            await asyncio.sleep(0)
+        task.cancel()
+
+    cancellers = [asyncio.ensure_future(cancel(t, op[3])) for t, op in zip(tasks, part, strict=True)
+                  if op[3] is not None]
+    try:
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 20)
+    except TimeoutError:
+        problems.append("a caller never got an answer")
+        results = []
+    await asyncio.gather(*cancellers)
+    watcher.cancel()
+    for op, result in zip(part, results, strict=False):
+        if not isinstance(result, BaseException) and op[0] != "release" or (
+                op[0] == "call" and isinstance(result, asyncio.CancelledError)):
+            served.add(op[1])  # it may hold a world (a call cancelled while it ran was served)
+        if isinstance(result, (PoolExhaustedError, asyncio.CancelledError)):
+            continue
+        if isinstance(result, RuntimeError) and "already has a call in flight" in str(result):
+            continue
+        if isinstance(result, BaseException):
+            problems.append(f"{op} raised {result!r}")
+    check(pool, problems)
+    unexplained = set(pool.monitor()["ids"]) - served
+    if unexplained:
+        problems.append(f"ids {unexplained} hold a world although none of their calls was served")
+
+
+@pytest.mark.parametrize("kind", ["arena", "generic"])
+@settings(max_examples=int(os.environ.get("ARENA_FUZZ_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs, split=st.integers(0, 14))
+def test_random_interleavings_keep_the_pool_consistent(kind, program, split):
+    pool, violations = make(kind)
+    problems, served = [], set()
+    asyncio.run(run_part(pool, kind, program[:split], problems, served))  # first event loop
+    asyncio.run(run_part(pool, kind, program[split:], problems, served))  # second event loop, same pool
+
+    async def release_all():
+        for id in IDS:
+            await pool.release(id)
+
+    asyncio.run(release_all())
+    assert not problems, problems
+    assert not violations, violations
+    monitor = pool.monitor()
+    assert monitor["free"] == SIZE and monitor["acquired"] == 0, monitor
