@@ -314,8 +314,13 @@ class ToolPool:
     def _observations(self, worlds: list[int], first: bool = False) -> tuple[list[Observation], list[dict]]:
         """The observations and infos of ``worlds``, built together from the batch's arrays."""
         rows = np.array(worlds)
-        arrays = {k: v[rows] for k, v in self.scenario.observe(self.state).items()}
-        columns = {k: v[rows].tolist() for k, v in self.scenario.info(self.state).items()}
+        if len(rows) == self.size:
+            arrays = {k: v[rows] for k, v in self.scenario.observe(self.state).items()}
+            columns = {k: v[rows].tolist() for k, v in self.scenario.info(self.state).items()}
+        else:  # observe a copy of the stepped worlds only: a server's pool holds many more, mostly idle
+            part = self.state.take(rows)
+            arrays = self.scenario.observe(part)
+            columns = {k: v.tolist() for k, v in self.scenario.info(part).items()}
         infos = _records(columns)
         sessions = [self.sessions[world] for world in worlds]
         return ToolSession.observations(sessions, arrays, infos, first), infos

@@ -1,0 +1,146 @@
+"""The arena server: OpenEnv's own app (``create_app``) over a :class:`SessionHub`, behind the :class:`Guard`.
+
+    app = make_app("foraging", max_sessions=256)          # a FastAPI app, for any ASGI server
+    serve(app, host="127.0.0.1", port=8000)               # uvicorn, with graceful shutdown
+
+Routes are OpenEnv's (``/ws`` sessions, ``/reset``, ``/step``, ``/state``, ``/schema``,
+``/metadata``, ``/health``, ``/mcp``) plus ``GET /stats`` (sessions, free worlds, steps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from openenv.core.env_server import create_app
+from openenv.core.env_server.types import ConcurrencyConfig
+
+from .guard import Guard, GuardMonitor, Limits
+from .models import ArenaAction, ArenaObservation, ArenaState
+from .sessions import SessionError, SessionHub, make_hub
+
+logger = logging.getLogger("uvicorn.error")  # uvicorn's own log, so its settings apply
+
+MAX_FRAME_BYTES = 1024 * 1024
+"""Hard cap on a WebSocket frame, enforced by the HTTP server itself (the guard's limit,
+``max_message_bytes``, is the one clients meet: it answers with an error and keeps the session)."""
+
+
+def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limits | None = None,
+             **env_kwargs: Any) -> FastAPI:
+    """OpenEnv's app serving ``scenario`` to at most ``max_sessions`` concurrent sessions.
+
+    | argument        | meaning                                                               |
+    |-----------------|-----------------------------------------------------------------------|
+    | ``scenario``    | ``foraging``, ``crafting``, ``treasure_hunt`` or ``team_capture``      |
+    | ``max_sessions``| session cap; one more WebSocket is refused with ``CAPACITY_REACHED``  |
+    | ``limits``      | :class:`Limits`: API key, message size, rates, idle timeout           |
+    | ``env_kwargs``  | passed to the scenario's env (``layout="classic"``, ``difficulty=``)  |
+
+    ``app.state.hub`` and ``app.state.guard`` hold the sessions and the guard's live state.
+    """
+    limits = limits or Limits()
+    hub = make_hub(scenario, max_sessions, **env_kwargs)
+    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=limits.idle_timeout)
+    app = create_app(hub.factory(), ArenaAction, ArenaObservation, env_name=hub.scenario,
+                     concurrency_config=concurrency, state_cls=ArenaState)
+    monitor = GuardMonitor()
+    app.state.hub, app.state.guard, app.state.limits = hub, monitor, limits
+    app.add_middleware(Guard, limits=limits, monitor=monitor)
+
+    @app.exception_handler(SessionError)
+    async def session_error(request: Request, error: SessionError) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=409)
+
+    @app.get("/stats", tags=["Health"], summary="Sessions, worlds and steps served")
+    async def stats() -> dict[str, Any]:
+        return {**hub.stats(), **monitor.stats()}
+
+    async def finish() -> None:
+        monitor.stop()
+        await hub.aclose()
+
+    app.router.on_shutdown.append(finish)  # as OpenEnv registers its own hooks
+
+    return app
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, except that shutting down first lets every call in flight get its answer."""
+
+    def __init__(self, config: uvicorn.Config, monitor: GuardMonitor, drain_timeout: float) -> None:
+        super().__init__(config)
+        self.monitor, self.drain_timeout = monitor, drain_timeout
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        finished = await self.monitor.drain(self.drain_timeout)
+        logger.info("drained: %s", "every call in flight was answered" if finished else
+                    f"calls still in flight after {self.drain_timeout:g} s")
+        await super().shutdown(sockets)
+
+
+def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, *, drain_timeout: float = 10.0,
+          log_level: str = "info") -> None:
+    """Run ``app`` (from :func:`make_app`) until SIGINT/SIGTERM, then shut down gracefully."""
+    limits: Limits = app.state.limits
+    if not _is_loopback(host) and limits.api_key is None:
+        logger.warning("serving on %s without an API key: anyone who can reach it can use it", host)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
+                            timeout_graceful_shutdown=drain_timeout, ws_ping_interval=20.0, ws_ping_timeout=20.0)
+    server = _DrainingServer(config, app.state.guard, drain_timeout)
+    asyncio.run(server.serve())
+
+
+@contextlib.contextmanager
+def running(app: FastAPI, host: str = "127.0.0.1", port: int = 0, *, drain_timeout: float = 10.0,
+            log_level: str = "warning") -> Iterator[str]:
+    """Run ``app`` on a background thread (a real server on a real socket) while the block
+    runs, and yield its base URL (``port=0`` picks a free port); shut it down gracefully after.
+
+        with running(make_app("foraging")) as url:
+            with GenericEnvClient(base_url=url).sync() as env: ...
+    """
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
+                            timeout_graceful_shutdown=drain_timeout)
+    server = app.state.server = _DrainingServer(config, app.state.guard, drain_timeout)
+    thread = threading.Thread(target=server.run, name="arena-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()
+    try:
+        yield f"http://{bound[0]}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=drain_timeout + 10)
+
+
+def _frame_cap(app: FastAPI) -> int:
+    """The HTTP server's own frame limit: well above the guard's, which answers politely."""
+    return max(MAX_FRAME_BYTES, 2 * app.state.limits.max_message_bytes)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def hub_of(app: FastAPI) -> SessionHub:
+    """The :class:`SessionHub` behind an app from :func:`make_app`."""
+    return app.state.hub

@@ -1,0 +1,237 @@
+"""Load benchmark: concurrent sessions against one ``arena-serve`` process, against a stock
+OpenEnv server of the same scenario, in one run (``arena-bench --only serve``).
+
+The stock server is OpenEnv used the usual way: an ``Environment`` that owns one env
+instance per session (``ToolCallWrapper(gym.make(...))``, synchronous ``step``), which
+OpenEnv runs in a thread per session. Both servers speak the same wire format (the same
+observation model), run in their own process, and are driven by the same client: N
+WebSocket sessions (in load processes of 128 sessions each), each resetting and then
+stepping as fast as its answers come back. Reported per N: aggregate steps/s and the p50/p99 time from sending a
+step to receiving its answer.
+
+    arena-bench --only serve --seconds 4
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+SESSIONS = (1, 64, 256, 1024)
+# what every session sends, in turn: long walks and a look around (each answer is a full observation)
+CALLS = [json.dumps({"type": "step", "data": call}) for call in (
+    {"tool": "move_to", "params": {"target": [12, 0, 9]}},
+    {"tool": "idle"},
+    {"tool": "query_world", "params": {"radius": 15}},
+    {"tool": "move_to", "params": {"target": [-12, 0, -9]}},
+)]
+
+
+# -- the stock server --------------------------------------------------------------------
+
+def stock_app(scenario: str, max_sessions: int) -> Any:
+    """A one-env-instance-per-session OpenEnv server of ``scenario`` (Foraging or Crafting)."""
+    import gymnasium as gym
+    from openenv.core.env_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+
+    import arena_envs  # noqa: F401
+    from arena_envs.tools import tool_schemas
+    from arena_envs.wrappers import ToolCallWrapper
+
+    from .models import ArenaAction, ArenaObservation, ArenaState
+    from .sessions import SCENARIOS, observation_json
+
+    env_id = SCENARIOS[scenario]
+
+    class StockSession(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.env = ToolCallWrapper(gym.make(env_id))
+            self.tools = tool_schemas(params=self.env.unwrapped.scenario.params)
+            self._state = ArenaState(scenario=scenario)
+
+        def reset(self, seed=None, episode_id=None, **kwargs) -> ArenaObservation:
+            obs, _ = self.env.reset(seed=seed)
+            self._state = ArenaState(scenario=scenario, seed=seed)
+            return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools)
+
+        def step(self, action, timeout_s=None, **kwargs) -> ArenaObservation:
+            obs, reward, terminated, truncated, info = self.env.step(action.tool_call())
+            self._state.step_count += 1
+            return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools,
+                                    reward=reward, done=terminated or truncated, terminated=terminated,
+                                    truncated=truncated, info=info)
+
+        @property
+        def state(self) -> ArenaState:
+            return self._state
+
+    return create_app(StockSession, ArenaAction, ArenaObservation, env_name=scenario,
+                      max_concurrent_envs=max_sessions, state_cls=ArenaState)
+
+
+def _run_server(kind: str, scenario: str, port: int, max_sessions: int) -> None:
+    """The server process of one benchmark row."""
+    import uvicorn
+
+    from .app import MAX_FRAME_BYTES, make_app
+    from .guard import Limits
+
+    if kind == "stock":
+        app = stock_app(scenario, max_sessions)
+    else:  # limits well above what the load generator sends: this measures the server, not the guard
+        app = make_app(scenario, max_sessions=max_sessions,
+                       limits=Limits(ws_rate=1e6, ws_burst=10**6, http_rate=None, idle_timeout=None))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=MAX_FRAME_BYTES,
+                ws_ping_interval=None, backlog=4096)
+
+
+@contextlib.contextmanager
+def server_process(kind: str, scenario: str, max_sessions: int) -> Iterator[str]:
+    """Run a server of ``kind`` ("arena" or "stock") in its own process; yield its ws URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "ENABLE_WEB_INTERFACE": "false"}
+    code = (f"import sys; sys.modules.setdefault('gradio', None); from arena_envs.serve.bench import _run_server; "
+            f"_run_server({kind!r}, {scenario!r}, {port}, {max_sessions})")
+    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        import requests
+
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=5).ok:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {kind} server did not start")
+            time.sleep(0.2)
+        yield f"ws://127.0.0.1:{port}/ws"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+# -- the load ----------------------------------------------------------------------------
+
+SESSIONS_PER_CLIENT = 128
+"""Sessions one load-generating process drives: more processes for more sessions, so that
+the client (pure-Python WebSocket framing) is not what is measured."""
+
+
+async def _client_load(url: str, first_seed: int, sessions: int, seconds: float) -> None:
+    """One load process: open and reset ``sessions`` sessions, say "ready", wait for "go" on
+    stdin, step for ``seconds``, then print every step's latency as JSON."""
+    from websockets.asyncio.client import connect
+
+    go = asyncio.Event()
+    latencies: list[float] = []
+    opened = 0
+
+    async def client(seed: int) -> None:
+        nonlocal opened
+        async with connect(url, max_size=2**24, ping_interval=None, open_timeout=300, compression=None) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
+            await ws.recv()
+            opened += 1
+            if opened == sessions:
+                print("ready", flush=True)
+            await go.wait()
+            k, stop = seed, time.perf_counter() + seconds
+            while (start := time.perf_counter()) < stop:
+                await ws.send(CALLS[k % len(CALLS)])
+                answer = await ws.recv()
+                latencies.append(time.perf_counter() - start)
+                k += 1
+                tail = answer[-300:]  # read like a client that only needs to know whether to reset
+                if not answer.startswith('{"type":"observation"'):
+                    raise RuntimeError(f"the server answered with an error: {answer[:300]}")
+                if '"done":true' in tail:
+                    await ws.send(json.dumps({"type": "reset", "data": {}}))
+                    await ws.recv()
+
+    async def wait_for_go() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        go.set()
+
+    await asyncio.gather(wait_for_go(), *(client(first_seed + i) for i in range(sessions)))
+    print(json.dumps(latencies), flush=True)
+
+
+def _load(url: str, sessions: int, seconds: float) -> dict[str, float]:
+    """``sessions`` sessions stepping for ``seconds`` once all have reset: steps/s and latency."""
+    shares = [min(SESSIONS_PER_CLIENT, sessions - start) for start in range(0, sessions, SESSIONS_PER_CLIENT)]
+    workers = []
+    for k, share in enumerate(shares):
+        code = ("import asyncio, sys; from arena_envs.serve.bench import _client_load; "
+                f"asyncio.run(_client_load({url!r}, {k * SESSIONS_PER_CLIENT}, {share}, {seconds}))")
+        workers.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True))
+    try:
+        for worker in workers:
+            if worker.stdout.readline().strip() != "ready":
+                raise RuntimeError("a load process failed to open its sessions")
+        started = time.perf_counter()
+        for worker in workers:
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        every = np.concatenate([np.asarray(json.loads(worker.stdout.readline())) for worker in workers])
+        elapsed = time.perf_counter() - started
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    return {"steps_per_s": len(every) / elapsed, "p50_us": float(np.percentile(every, 50)) * 1e6,
+            "p99_us": float(np.percentile(every, 99)) * 1e6}
+
+
+def measure(scenario: str = "foraging", sessions: tuple[int, ...] = SESSIONS, seconds: float = 4.0,
+            kinds: tuple[str, ...] = ("arena", "stock")) -> dict[str, dict[int, dict[str, float]]]:
+    """``{kind: {sessions: {"steps_per_s", "p50_us", "p99_us"}}}`` for each server kind."""
+    results: dict[str, dict[int, dict[str, float]]] = {kind: {} for kind in kinds}
+    with contextlib.ExitStack() as running:
+        # both servers up at once and measured in turn for each N, so that a change in the
+        # machine's load over the run does not favour one of them
+        urls = {kind: running.enter_context(server_process(kind, scenario, max(sessions))) for kind in kinds}
+        for n in sessions:
+            for kind in kinds:
+                results[kind][n] = _load(urls[kind], n, seconds)
+                print(f"  {kind:5s} {scenario} {n:5d} sessions: {results[kind][n]}", file=sys.stderr, flush=True)
+    return results
+
+
+def bench_rows(seconds: float, scenario: str = "foraging",
+               sessions: tuple[int, ...] = SESSIONS) -> list[tuple[str, float, str]]:
+    """``arena-bench`` rows: steps/s and p50/p99 latency per session count, for both servers."""
+    try:
+        import openenv  # noqa: F401
+    except ImportError:
+        print("serve: skipped (pip install arena-envs[serve])", file=sys.stderr)
+        return []
+    results = measure(scenario, sessions, max(seconds, 2.0))
+    names = {"arena": "arena-serve", "stock": "stock OpenEnv server"}
+    rows = []
+    for n in sessions:
+        for kind, name in names.items():
+            r = results[kind][n]
+            label = f"Serve {scenario} {n} sessions: {name}"
+            rows += [(label, r["steps_per_s"], "steps/s"), (f"{label} p50", r["p50_us"], "us/step"),
+                     (f"{label} p99", r["p99_us"], "us/step")]
+    return rows

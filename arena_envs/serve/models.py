@@ -1,0 +1,65 @@
+"""The wire types of the arena server: OpenEnv ``Action``, ``Observation`` and ``State`` models.
+
+An action is one tool call, in any shape the tool layer reads::
+
+    {"tool": "move_to", "params": {"target": [3, 0, 4]}}          # a plain tool-call object
+    {"tool": "cat", "file": "start.txt"}                            # parameters beside the name
+    {"name": "collect", "arguments": "{\"target_name\": \"Berry1\"}"}
+    {"tool_calls": [{"id": "c1", "type": "function", "function": {...}}]}   # OpenAI style
+    {"message": {"role": "assistant", "content": "...", "tool_calls": [...]}}  # an assistant message
+
+Team Capture sessions drive a whole team: ``{"calls": {"blue_agent_1": {...}, ...}}``
+(an agent left out carries on with its current order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import ConfigDict, Field
+
+
+class ArenaAction(Action):
+    """One tool call (or, for a team session, one per agent). Unknown keys are kept: they are
+    the parameters of the flat form ``{"tool": "cd", "path": "amber"}``."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    tool: str | None = Field(default=None, description="the tool's name, e.g. 'move_to'")
+    params: dict[str, Any] | None = Field(default=None, description="the tool's parameters")
+    reasoning: str | None = Field(default=None, description="why (kept, not used)")
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="OpenAI-style tool_calls")
+    message: dict[str, Any] | str | None = Field(
+        default=None, description="an assistant message (OpenAI dict or text) holding the call")
+    calls: dict[str, Any] | None = Field(
+        default=None, description="team sessions: {agent name: tool call}; agents left out carry on")
+
+    def tool_call(self) -> Any:
+        """What the tool layer parses: the message if given, else the call object itself."""
+        if self.message is not None:
+            return self.message
+        data = self.model_dump(exclude={"metadata", "calls"}, exclude_none=True)
+        return data
+
+
+class ArenaObservation(Observation):
+    """What a session sees after each reset or step (``reward`` and ``done`` are OpenEnv's own)."""
+
+    text: str = Field(default="", description="the observation as prompt text")
+    observation: dict[str, Any] | None = Field(
+        default=None, description="the structured Observation as JSON (per agent for team sessions)")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="OpenAI tool schemas")
+    terminated: bool = Field(default=False, description="the episode ended by its rules")
+    truncated: bool = Field(default=False, description="the episode hit its time limit")
+    info: dict[str, Any] = Field(default_factory=dict, description="the env's info (score, success, ...)")
+    arrays: dict[str, Any] | None = Field(
+        default=None, description="the native observation arrays as lists (reset with arrays=true)")
+
+
+class ArenaState(State):
+    """A session's episode: OpenEnv's ``episode_id``/``step_count`` plus the scenario and seed."""
+
+    scenario: str = Field(default="", description="the scenario served")
+    seed: int | None = Field(default=None, description="the seed of the current episode")
+    done: bool = Field(default=False, description="whether the current episode is over")

@@ -1,0 +1,424 @@
+"""Server sessions: OpenEnv ``Environment`` objects over one shared, batched core.
+
+OpenEnv makes one ``Environment`` per session (per WebSocket connection) through a factory.
+Here every such object is a thin handle on a :class:`SessionHub`, which owns the worlds:
+
+* Foraging and Crafting: one :class:`~arena_envs.tools.ToolPool` (one native batch). Each
+  session holds one world of it; ``step_async`` awaits ``pool.call``, so the sessions whose
+  steps arrive together advance in one numpy step.
+* Treasure Hunt: one ``TreasureHuntEnv`` per session. Its episode is Python objects (a
+  tree of dicts and strings), not arrays, and its "vector env" is a loop over episodes, so
+  batching would save nothing and would only make sessions wait for each other.
+* Team Capture: one session drives a whole team (see :class:`TeamHub`).
+
+A session is known to the hub by an unguessable token (``secrets.token_urlsafe``) that is
+checked on every call; a handle whose token the hub no longer holds (closed, reclaimed)
+can only get a clear error, never another session's world.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import functools
+import secrets
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from arena_envs.observations import Observation as ToolObservation
+from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
+
+from .models import ArenaAction, ArenaObservation, ArenaState
+
+SCENARIOS = {
+    "foraging": "arena_envs/Foraging-v0",
+    "crafting": "arena_envs/Crafting-v0",
+    "treasure_hunt": "arena_envs/TreasureHunt-v0",
+    "team_capture": "team_capture_v0",
+}
+"""Served scenarios by name (the name given to ``arena-serve``) and the env they serve."""
+
+HTTP_WORLDS = 8
+"""Worlds kept beyond the session cap for OpenEnv's stateless HTTP ``/reset`` (each request
+makes, resets and closes a session of its own, outside the WebSocket session count)."""
+
+
+class SessionError(RuntimeError):
+    """A call the session cannot carry out (no episode, episode over, reclaimed, shutting
+    down, bad reset option): the client gets this message, the server carries on."""
+
+
+def scenario_name(name: str) -> str:
+    """The scenario key for ``name`` (``"Foraging"``, ``"foraging"`` or its env id)."""
+    key = name.strip().lower().replace("-", "_")
+    for scenario, env_id in SCENARIOS.items():
+        if key in (scenario, env_id.lower().replace("-", "_")):
+            return scenario
+    aliases = {"treasurehunt": "treasure_hunt", "teamcapture": "team_capture"}
+    if key in aliases:
+        return aliases[key]
+    raise ValueError(f"unknown scenario {name!r}; served scenarios: {', '.join(SCENARIOS)}")
+
+
+def read_call(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[Any, dict[str, Any] | None]:
+    """The tool call in ``action`` for the tool layer, and the parser's telemetry for an
+    assistant message (None otherwise).
+
+    An assistant message is read by the chat parsers of :mod:`arena_envs.llm.parsers`
+    (every common tool-call format). One call is one step: the first call is carried out
+    and the rest are counted in the telemetry (``calls_ignored``). A message with no
+    readable call goes to the tool layer as it is, which answers INVALID_PARAMS saying why.
+    """
+    if action.message is None:
+        return action.tool_call(), None
+    try:
+        from arena_envs.llm.parsers import parse_reply
+    except ImportError:  # the tool layer's own parser reads OpenAI messages and JSON text
+        return action.message, None
+    parsed = parse_reply(action.message, tools=tools)
+    telemetry = parsed.telemetry()
+    if parsed.failure:
+        return action.message, telemetry
+    first = parsed.calls[0]
+    telemetry["calls_ignored"] = len(parsed.calls) - 1
+    return (first.as_call() if first.name else action.message), telemetry
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def observation_json(observation: ToolObservation) -> dict[str, Any]:
+    """``observation.to_dict()``, built about ten times faster (``dataclasses.asdict`` deep-copies
+    every leaf; the server sends a fresh one for every step of every session)."""
+    data = _plain(observation)
+    data["messages"] = [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in observation.messages]
+    return data
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is tuple:
+        return tuple(_plain(item) for item in value)
+    if isinstance(value, list):  # the inventory is a list subclass: a plain list, as asdict makes it
+        return [_plain(item) for item in value]
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(value):
+            return copy.deepcopy(value)
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
+    return {name: _plain(getattr(value, name)) for name in names}
+
+
+def _check_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SessionError(f"seed must be a non-negative integer or null, got {seed!r}")
+    return seed
+
+
+class SessionHub:
+    """The worlds behind every session of one server, and the registry of live sessions.
+
+    Subclasses make the worlds (:meth:`_open`, :meth:`_reset`, :meth:`_step`, :meth:`_free`).
+    """
+
+    scenario: str = ""
+    description: str = ""
+
+    def __init__(self, max_sessions: int) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, ArenaSession] = {}  # token -> the session holding a world
+        self._lock = threading.Lock()  # handles are made and closed in OpenEnv's executor thread
+        self._handles = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending_frees: set[asyncio.Task] = set()
+        self.steps = 0
+
+    def factory(self) -> Callable[[], ArenaSession]:
+        """The environment factory for OpenEnv's ``create_app``: a ``partial`` of the class, so
+        OpenEnv reads the class's concurrency flags instead of making a throwaway instance."""
+        return functools.partial(ArenaSession, hub=self)
+
+    # -- called by sessions --------------------------------------------------------------
+
+    def _made(self) -> None:
+        with self._lock:
+            self._handles += 1
+
+    def _closed(self, session: ArenaSession) -> None:
+        """A handle was closed (from any thread): free its world on the event loop."""
+        with self._lock:
+            self._handles -= 1
+        loop = self._loop
+        if loop is None or session.token not in self.sessions:
+            return
+        if _running_loop() is loop:
+            self._schedule_free(session)
+        else:
+            loop.call_soon_threadsafe(self._schedule_free, session)
+
+    def _schedule_free(self, session: ArenaSession) -> None:
+        if session.busy:  # the call in flight frees it when it ends (see turn)
+            return
+        if self.sessions.get(session.token) is session:
+            del self.sessions[session.token]
+            task = asyncio.ensure_future(self._free(session))
+            self._pending_frees.add(task)
+            task.add_done_callback(self._pending_frees.discard)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, session: ArenaSession, opening: bool = False) -> AsyncIterator[None]:
+        """One call of ``session``: its token is checked, and a close that arrives meanwhile
+        waits for the call to end before the world is freed."""
+        self._loop = asyncio.get_running_loop()
+        if session.closed:
+            raise SessionError("this session was closed (idle for too long, or the connection ended); "
+                               "open a new one")
+        holder = self.sessions.get(session.token)
+        if holder is not None and holder is not session:  # a token is one handle's, never shared
+            raise SessionError("unknown session")
+        new = holder is None
+        if new:
+            if not opening:
+                raise SessionError("no episode in this session yet: call reset first")
+            if len(self.sessions) >= self.max_sessions + HTTP_WORLDS:
+                raise SessionError(f"the server is full ({self.max_sessions} sessions); try again later")
+            self.sessions[session.token] = session
+        if session.busy:
+            raise SessionError("this session already has a call in flight; wait for its answer")
+        session.busy = True
+        try:
+            yield
+        except BaseException:
+            if new:  # its first reset failed: it keeps nothing (and may try again)
+                session.busy = False
+                self._schedule_free(session)
+            raise
+        finally:
+            session.busy = False
+            if session.closed:
+                self._schedule_free(session)
+
+    def stats(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "max_sessions": self.max_sessions, "handles": self._handles,
+                "sessions": len(self.sessions), "steps": self.steps}
+
+    async def aclose(self) -> None:
+        """Wait for the worlds being freed (at shutdown)."""
+        if self._pending_frees:
+            await asyncio.gather(*self._pending_frees, return_exceptions=True)
+
+    # -- the worlds ----------------------------------------------------------------------
+
+    async def _reset(self, session: ArenaSession, seed: int | None, arrays: bool) -> ArenaObservation:
+        raise NotImplementedError
+
+    async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
+        raise NotImplementedError
+
+    async def _free(self, session: ArenaSession) -> None:
+        raise NotImplementedError
+
+
+class PoolHub(SessionHub):
+    """Foraging or Crafting: every session is one world of one :class:`ToolPool`."""
+
+    def __init__(self, scenario: str, max_sessions: int, timeout: float = 5.0, **env_kwargs: Any) -> None:
+        super().__init__(max_sessions)
+        self.scenario = scenario
+        self.pool = ToolPool(SCENARIOS[scenario], size=max_sessions + HTTP_WORLDS, timeout=timeout, **env_kwargs)
+        self.params = self.pool.scenario.params
+        self.tools = tool_schemas(params=self.params)
+        self.description = (f"Agent Arena {scenario.replace('_', ' ').title()} through tool calls; "
+                            f"{max_sessions} sessions share one batched numpy core")
+
+    async def _reset(self, session: ArenaSession, seed: int | None, arrays: bool) -> ArenaObservation:
+        try:
+            obs = await self.pool.acquire(session.token, seed=seed)
+        except PoolExhaustedError as err:
+            raise SessionError(f"the server is full: {err}") from None
+        session.world = self.pool.monitor()["ids"][session.token] if arrays else None
+        return self._observation(session, obs, 0.0, False, False, {}, first=True)
+
+    async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
+        call, parse = read_call(action, self.tools)
+        try:
+            step = await self.pool.call(call, id=session.token)
+        except ToolCallError as err:
+            raise SessionError(str(err)) from None
+        self.steps += 1
+        info = step.info if parse is None else {**step.info, "parse": parse}
+        return self._observation(session, step.observation, step.reward, step.terminated, step.truncated, info)
+
+    def _observation(self, session: ArenaSession, obs: ToolObservation, reward: float, terminated: bool,
+                     truncated: bool, info: dict[str, Any], first: bool = False) -> ArenaObservation:
+        arrays = None
+        if session.world is not None:  # one world's arrays: a copy of its rows, observed alone
+            part = self.pool.state.take(np.array([session.world]))
+            arrays = {key: value[0].tolist() for key, value in self.pool.scenario.observe(part).items()}
+        return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools,
+                                reward=None if first else reward, done=terminated or truncated,
+                                terminated=terminated, truncated=truncated, info=info, arrays=arrays)
+
+    async def _free(self, session: ArenaSession) -> None:
+        await self.pool.release(session.token)
+
+    def stats(self) -> dict[str, Any]:
+        worlds = self.pool.monitor()
+        return {**super().stats(), "worlds": worlds["size"], "free_worlds": worlds["free"]}
+
+
+class TreasureHuntHub(SessionHub):
+    """Treasure Hunt: one ``TreasureHuntEnv`` per session (see the module docstring for why)."""
+
+    scenario = "treasure_hunt"
+
+    def __init__(self, max_sessions: int, **env_kwargs: Any) -> None:
+        from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
+
+        super().__init__(max_sessions)
+        gym.make(SCENARIOS["treasure_hunt"], **env_kwargs).close()  # bad arguments fail now, not per session
+        self.env_kwargs = env_kwargs
+        self.tools = list(TREASURE_HUNT_TOOL_SCHEMAS)
+        self.envs: dict[str, gym.Env] = {}
+        self.description = "Treasure Hunt: follow clue files to a key with text tools (pwd, cd, ls, cat, ...)"
+
+    async def _reset(self, session: ArenaSession, seed: int | None, arrays: bool) -> ArenaObservation:
+        if arrays:
+            raise SessionError("Treasure Hunt observations are text: it has no arrays")
+        env = self.envs.get(session.token)
+        if env is None:
+            env = self.envs[session.token] = gym.make(SCENARIOS["treasure_hunt"], **self.env_kwargs)
+        text, info = env.reset(seed=seed)
+        return self._observation(text, None, False, False, info)
+
+    async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
+        call, parse = read_call(action, self.tools)
+        text, reward, terminated, truncated, info = self.envs[session.token].step(call)
+        self.steps += 1
+        if parse is not None:
+            info = {**info, "parse": parse}
+        return self._observation(text, reward, terminated, truncated, info)
+
+    def _observation(self, text: str, reward: float | None, terminated: bool, truncated: bool,
+                     info: dict[str, Any]) -> ArenaObservation:
+        return ArenaObservation(text=text, observation={"text": text}, tools=self.tools, reward=reward,
+                                done=terminated or truncated, terminated=terminated, truncated=truncated,
+                                info=info)
+
+    async def _free(self, session: ArenaSession) -> None:
+        env = self.envs.pop(session.token, None)
+        if env is not None:
+            env.close()
+
+
+class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
+    """One OpenEnv session: a handle on one world of the hub's batch.
+
+    OpenEnv builds one per WebSocket connection (and one per stateless HTTP request) and
+    calls ``close`` when the connection ends or the session is reclaimed, which frees the world.
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    # a handle is only a token: one shared thread is enough to make and close them (OpenEnv
+    # would otherwise start a thread per session)
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+    def __init__(self, hub: SessionHub) -> None:
+        super().__init__()
+        self.hub = hub
+        self.token = secrets.token_urlsafe(24)
+        self.world: int | None = None
+        self.busy = False
+        self.closed = False
+        self._state = ArenaState(scenario=hub.scenario)
+        hub._made()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ArenaObservation:
+        raise SessionError("this environment is asynchronous: use reset_async")
+
+    def step(self, action: ArenaAction, timeout_s: float | None = None, **kwargs: Any) -> ArenaObservation:
+        raise SessionError("this environment is asynchronous: use step_async")
+
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, arrays: bool = False,
+                          **kwargs: Any) -> ArenaObservation:
+        """Start an episode in this session's world (``seed`` as for the Gymnasium env;
+        ``arrays=True`` adds the native observation arrays to every observation)."""
+        kwargs.pop("timeout_s", None)
+        if kwargs:
+            raise SessionError(f"unknown reset option(s): {', '.join(sorted(kwargs))}; "
+                               "expected seed, episode_id, arrays")
+        seed = _check_seed(seed)
+        if not isinstance(arrays, bool):
+            raise SessionError(f"arrays must be true or false, got {arrays!r}")
+        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
+            raise SessionError("episode_id must be a string of at most 255 characters")
+        async with self.hub.turn(self, opening=True):
+            observation = await self.hub._reset(self, seed, arrays)
+        self._state = ArenaState(episode_id=episode_id or uuid.uuid4().hex, step_count=0,
+                                 scenario=self.hub.scenario, seed=seed, done=False)
+        return observation
+
+    async def step_async(self, action: ArenaAction, timeout_s: float | None = None,
+                         **kwargs: Any) -> ArenaObservation:
+        """Carry out one tool call (a bad call costs a tick and comes back as a failed result)."""
+        if not isinstance(action, ArenaAction):
+            raise SessionError(f"expected a tool call, got {type(action).__name__}")
+        async with self.hub.turn(self):
+            if self._state.done:
+                raise SessionError("the episode is over: reset to start another")
+            observation = await self.hub._step(self, action)
+        self._state.step_count += 1
+        self._state.done = observation.done
+        return observation
+
+    @property
+    def state(self) -> ArenaState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        from arena_envs import __version__
+
+        return EnvironmentMetadata(name=f"arena_envs/{self.hub.scenario}", description=self.hub.description,
+                                   version=__version__, author="arena-envs")
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.hub._closed(self)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def make_hub(scenario: str, max_sessions: int = 64, **env_kwargs: Any) -> SessionHub:
+    """The hub serving ``scenario`` (a name of :data:`SCENARIOS`) to ``max_sessions`` sessions."""
+    scenario = scenario_name(scenario)
+    if scenario == "treasure_hunt":
+        return TreasureHuntHub(max_sessions, **env_kwargs)
+    if scenario == "team_capture":
+        from .team import TeamHub
+
+        return TeamHub(max_sessions, **env_kwargs)
+    return PoolHub(scenario, max_sessions, **env_kwargs)
