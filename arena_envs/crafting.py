@@ -290,7 +290,7 @@ class Crafting:
         p, recipes, extra = self.params, self.recipes, s.extra
         events = apply_tools(p, self.slots, s, actions, recipes)
         advance(p, self.slots, s, events, recipes)
-        extra["craft_attempts"] += (s.last_tool[:, 0] == CRAFT) & s.alive[:, 0]
+        extra["craft_attempts"] += (s.last_tool[:, 0] == CRAFT) & s.acted[:, 0] & s.alive[:, 0]  # not while carrying on
         reward = np.zeros(s.batch_size, F32)
         started = events.craft_started[:, 0]
         b = np.flatnonzero(started >= 0)

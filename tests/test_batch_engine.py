@@ -228,3 +228,24 @@ def test_carrying_on_repeats_neither_a_query_nor_a_message():
     assert batch.observe()["resources"][0, :, 1].any()  # in the query result this tick
     batch.step(ToolActions.none((1, 1)))
     assert not batch.observe()["resources"][0, :, 1].any()  # not again while carrying on
+
+
+def test_carrying_on_through_a_craft_is_not_another_attempt():
+    from arena_envs.crafting import Crafting
+
+    batch = Batch(Crafting(), 1)
+    batch.reset(seeds=[0])
+    s, scenario = batch.state, batch.scenario
+    furnace = scenario.slots.st.start + scenario.params.station_types.index("furnace")
+    s.x[0, 0], s.z[0, 0] = s.ent_x[0, furnace] + 1.0, s.ent_z[0, furnace]
+    items = scenario.params.item_names
+    s.inventory[0, 0, items.index("iron_ore")] = s.inventory[0, 0, items.index("coal")] = 1
+    craft = ToolActions.idle((1, 1))
+    craft.tool[:] = TOOLS["craft"]
+    craft.recipe[:] = [r.name for r in scenario.params.recipes].index("iron_ingot")
+    craft.station[:] = scenario.params.station_types.index("furnace")
+    batch.step(craft)
+    for _ in range(40):
+        batch.step(ToolActions.none((1, 1)))
+    info = batch.scenario.info(s)
+    assert info["items_crafted"][0] == 1 and info["craft_attempts"][0] == 1

@@ -34,6 +34,7 @@ import numpy as np
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from arena_envs.llm.parsers import parse_reply
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
 
@@ -80,10 +81,6 @@ def read_call(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[Any, di
     """
     if action.message is None:
         return action.tool_call(), None
-    try:
-        from arena_envs.llm.parsers import parse_reply
-    except ImportError:  # the tool layer's own parser reads OpenAI messages and JSON text
-        return action.message, None
     parsed = parse_reply(action.message, tools=tools)
     telemetry = parsed.telemetry()
     if parsed.failure:

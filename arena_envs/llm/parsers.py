@@ -1,0 +1,506 @@
+"""Read the tool calls in what models actually write, in every common format.
+
+    from arena_envs.llm.parsers import parse_reply
+
+    parsed = parse_reply(assistant_message, tools=schemas)   # an OpenAI message dict, SDK object or text
+    parsed.format            # "openai", "hermes", "qwen3_xml", "llama3_json", "mistral", "json", "bare_name" or "none"
+    parsed.calls             # [ParsedCall(name, arguments, id, error, raw), ...] in the order written
+    parsed.failure           # True when nothing could be read as a call: never silently a success
+    parsed.telemetry()       # what the chat environment reports per turn in ``info``
+
+| format        | what the model wrote                                                              |
+|---------------|-----------------------------------------------------------------------------------|
+| `openai`      | a message with `tool_calls` (`function.arguments` a JSON string), from a server's tool parser |
+| `hermes`      | `<tool_call>{"name": .., "arguments": {..}}</tool_call>` per call (Hermes, Qwen2.5/3) |
+| `qwen3_xml`   | `<tool_call><function=name><parameter=x>value</parameter></function></tool_call>` (Qwen3-Coder) |
+| `llama3_json` | a bare `{"name": .., "parameters": {..}}` object (maybe after `<\\|python_tag\\|>`; `;` joins) |
+| `mistral`     | `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` or `[TOOL_CALLS]name[ARGS]{..}`   |
+| `json`        | a JSON call (`tool`/`name` with `params`/`arguments`...) alone, fenced or inside prose |
+| `bare_name`   | only a tool's name, such as `idle` or `pwd()` (needs the tool names)               |
+
+``<think>...</think>`` reasoning (and a ``reasoning_content`` field) is kept apart and never
+searched for calls. The parser never raises on what a model sends: deep nesting, huge text,
+lone surrogates, binary junk all end as a parse failure or an invalid call naming why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena_envs.tools import ToolCallError, parse_decision
+
+MAX_REPLY_CHARS = 200_000
+"""Longer replies are not searched: a parse failure that says so."""
+MAX_CALLS = 32
+"""At most this many calls are read from one reply; the rest are reported as dropped."""
+MAX_RAW_CHARS = 2_000
+"""How much of each call's text is kept in ``ParsedCall.raw``."""
+
+FORMATS = ("openai", "hermes", "qwen3_xml", "llama3_json", "mistral", "json", "bare_name")
+NO_CALL = "none"
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_TOOL_CALL_OPEN, _TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+_MISTRAL_TAG, _MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
+_PYTHON_TAG = "<|python_tag|>"
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.S)
+_FUNCTION = re.compile(r"<function=([^>\n]{1,200})>(.*?)(?:</function>|\Z)", re.S)
+_PARAMETER = re.compile(r"<parameter=([^>\n]{1,200})>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.S)
+_BARE = re.compile(r"[`'\"]?([A-Za-z_][A-Za-z0-9_-]{0,63})(?:\(\s*\))?[`'\"]?[.!]?")
+_MISTRAL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.-]{0,63})\s*$")
+
+
+@dataclass(slots=True)
+class ParsedCall:
+    """One call as the model wrote it.
+
+    ``name`` is None when no tool name could be read; ``arguments`` is None when the
+    arguments could not be read as a JSON object. ``error`` says why (None: readable).
+    ``id`` is the model's ``tool_call_id`` when it gave one (OpenAI format).
+    """
+
+    name: str | None
+    arguments: dict[str, Any] | None
+    id: str | None = None
+    error: str | None = None
+    raw: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def as_call(self) -> dict[str, Any]:
+        """The call in the tool layer's plain shape ``{"tool", "params"}``.
+
+        An unreadable call keeps its unreadable arguments (a string the tool layer refuses
+        with ``INVALID_PARAMS``), so it can never run as a call without arguments.
+        """
+        if not self.ok:
+            return {"tool": self.name or "", "params": f"<unreadable: {self.error}>"}
+        return {"tool": self.name or "", "params": dict(self.arguments or {})}
+
+
+@dataclass(slots=True)
+class ParseResult:
+    """Everything read from one assistant reply."""
+
+    format: str
+    calls: list[ParsedCall] = field(default_factory=list)
+    content: str = ""  # the visible text without reasoning
+    reasoning: str | None = None
+    error: str | None = None  # why nothing was read (when ``calls`` is empty)
+    dropped: int = 0  # calls beyond MAX_CALLS, not read
+
+    @property
+    def failure(self) -> bool:
+        """Nothing in the reply could be read as a call."""
+        return not self.calls
+
+    @property
+    def invalid(self) -> list[ParsedCall]:
+        return [call for call in self.calls if not call.ok]
+
+    def telemetry(self) -> dict[str, Any]:
+        """Per-turn facts: the format, how many calls were read, which were unreadable and why."""
+        return {"format": self.format, "calls_parsed": len(self.calls), "calls_unreadable": len(self.invalid),
+                "parse_failure": self.failure, "parse_error": self.error, "calls_dropped": self.dropped,
+                "unreadable": [{"name": call.name, "error": call.error} for call in self.invalid]}
+
+
+def tool_names(tools: Iterable[Any] | None) -> dict[str, dict[str, str]]:
+    """``{name: {parameter: JSON type}}`` from OpenAI tool schemas or plain names."""
+    names: dict[str, dict[str, str]] = {}
+    for entry in tools or ():
+        if isinstance(entry, str):
+            names[entry] = {}
+            continue
+        function = entry.get("function", entry) if isinstance(entry, Mapping) else {}
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str):
+            properties = (function.get("parameters") or {}).get("properties") or {}
+            names[name] = {key: str(value.get("type", "")) for key, value in properties.items()
+                           if isinstance(value, Mapping)}
+    return names
+
+
+def parse_reply(message: Any, tools: Iterable[Any] | None = None) -> ParseResult:
+    """Read the tool calls of one assistant reply (see the module docstring for the formats).
+
+    ``message``: an OpenAI chat message (dict or SDK object), or its text. ``tools``: the
+    OpenAI schemas (or names) offered; they enable bare names and typed XML parameters.
+    """
+    known = tool_names(tools)
+    try:
+        return _parse(message, known)
+    except RecursionError:
+        return ParseResult(NO_CALL, error="the reply is nested too deeply to read")
+
+
+def _parse(message: Any, known: dict[str, dict[str, str]]) -> ParseResult:
+    if callable(getattr(message, "model_dump", None)):
+        message = message.model_dump()
+    reasoning = None
+    if isinstance(message, Mapping):
+        calls = message.get("tool_calls")
+        reasoning = _text(message.get("reasoning_content") or message.get("reasoning")) or None
+        content = _text(message.get("content"))
+        if calls:
+            result = _openai_calls(calls)
+            result.content, result.reasoning = content, reasoning
+            return result
+    elif isinstance(message, (bytes, bytearray)):
+        content = bytes(message).decode("utf-8", errors="replace")
+    elif isinstance(message, str) or message is None:
+        content = message or ""
+    else:
+        return ParseResult(NO_CALL, error=f"expected an assistant message or its text, got {type(message).__name__}")
+
+    if len(content) > MAX_REPLY_CHARS:
+        return ParseResult(NO_CALL, content=content[:MAX_RAW_CHARS], reasoning=reasoning,
+                           error=f"the reply is too long to read ({len(content)} characters, "
+                                 f"limit {MAX_REPLY_CHARS})")
+    thought, visible = split_reasoning(content)
+    reasoning = "\n".join(part for part in (reasoning, thought) if part) or None
+    result = _from_text(visible, known)
+    result.content, result.reasoning = visible.strip(), reasoning
+    return result
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content
+                       if isinstance(part, Mapping) and isinstance(part.get("text"), str))
+    return ""
+
+
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """``(reasoning, rest)``: the ``<think>`` blocks taken out of ``text``.
+
+    A reply that only closes a block (its chat template opened it) has everything before
+    ``</think>`` as reasoning; a block never closed runs to the end of the reply.
+    """
+    thoughts, rest = [], []
+    position = 0
+    first_open, first_close = text.find(_THINK_OPEN), text.find(_THINK_CLOSE)
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        thoughts.append(text[:first_close])
+        position = first_close + len(_THINK_CLOSE)
+    while True:
+        start = text.find(_THINK_OPEN, position)
+        if start < 0:
+            rest.append(text[position:])
+            break
+        rest.append(text[position:start])
+        end = text.find(_THINK_CLOSE, start)
+        if end < 0:
+            thoughts.append(text[start + len(_THINK_OPEN):])
+            break
+        thoughts.append(text[start + len(_THINK_OPEN):end])
+        position = end + len(_THINK_CLOSE)
+    thought = "\n".join(t.strip() for t in thoughts if t.strip())
+    return thought or None, "".join(rest)
+
+
+# -- the formats ------------------------------------------------------------------------
+
+
+def _openai_calls(calls: Any) -> ParseResult:
+    if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
+        return ParseResult("openai", error="'tool_calls' must be a list")
+    parsed = []
+    for entry in list(calls)[:MAX_CALLS]:
+        if callable(getattr(entry, "model_dump", None)):
+            entry = entry.model_dump()
+        if not isinstance(entry, Mapping):
+            parsed.append(ParsedCall(None, None, error="a tool call must be an object", raw=_raw(entry)))
+            continue
+        call_id = entry.get("id") if isinstance(entry.get("id"), str) else None
+        function = entry.get("function")
+        if not isinstance(function, Mapping):
+            parsed.append(ParsedCall(None, None, call_id, "a tool call needs a 'function' object", _raw(entry)))
+            continue
+        call = _from_object({"name": function.get("name"), "arguments": function.get("arguments")}, entry)
+        call.id = call_id
+        parsed.append(call)
+    return ParseResult("openai", parsed, dropped=max(0, len(calls) - MAX_CALLS))
+
+
+def _from_text(text: str, known: dict[str, dict[str, str]]) -> ParseResult:
+    stripped = text.strip()
+    if not stripped:
+        return ParseResult(NO_CALL, error="the reply is empty: no tool call")
+    if _MISTRAL_TAG in text:
+        return _mistral(text)
+    if _TOOL_CALL_OPEN in text or "<function=" in text:
+        return _tagged(text, known)
+    for parse in (_llama3, _fenced, _embedded):
+        result = parse(stripped)
+        if result is not None:
+            return result
+    bare = _bare_name(stripped, known)
+    if bare is not None:
+        return bare
+    preview = stripped if len(stripped) <= 80 else stripped[:77] + "..."
+    return ParseResult(NO_CALL, error=f"no tool call found in the reply {preview!r}")
+
+
+def _tagged(text: str, known: dict[str, dict[str, str]]) -> ParseResult:
+    """``<tool_call>`` blocks holding JSON (Hermes) or ``<function=..>`` XML (Qwen3-Coder)."""
+    blocks = []
+    position = 0
+    while len(blocks) <= MAX_CALLS:
+        start = text.find(_TOOL_CALL_OPEN, position)
+        if start < 0:
+            break
+        end = text.find(_TOOL_CALL_CLOSE, start)
+        # a block left open (the server stopped at the closing token) runs to the end
+        blocks.append(text[start + len(_TOOL_CALL_OPEN):end if end >= 0 else len(text)])
+        position = len(text) if end < 0 else end + len(_TOOL_CALL_CLOSE)
+    if not blocks:  # <function=...> written without the wrapper
+        blocks = [text]
+    calls: list[ParsedCall] = []
+    xml = False
+    for block in blocks:
+        if "<function=" in block:
+            xml = True
+            calls += [_xml_call(match, known) for match in _FUNCTION.finditer(block)]
+        else:
+            calls.append(_json_block(block))
+    dropped = max(0, len(calls) - MAX_CALLS)
+    return ParseResult("qwen3_xml" if xml else "hermes", calls[:MAX_CALLS], dropped=dropped,
+                       error=None if calls else "empty <tool_call> block")
+
+
+def _xml_call(match: re.Match, known: dict[str, dict[str, str]]) -> ParsedCall:
+    name = match.group(1).strip()
+    types = known.get(name, {})
+    arguments: dict[str, Any] = {}
+    for parameter in _PARAMETER.finditer(match.group(2)):
+        key, value = parameter.group(1).strip(), parameter.group(2).strip("\n")
+        arguments[key] = _xml_value(value, types.get(key))
+    return ParsedCall(name, arguments, raw=_raw(match.group(0)))
+
+
+def _xml_value(value: str, json_type: str | None) -> Any:
+    """A parameter's text as the schema's type: strings stay text, the rest is read as JSON."""
+    if json_type == "string":
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
+def _json_block(block: str) -> ParsedCall:
+    text = _unfenced(block.strip())
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        value, _ = _first_json(text)
+        if value is None:
+            return ParsedCall(_guess_name(text), None, error=f"not valid JSON: {error}", raw=_raw(text))
+    return _from_object(value, text)
+
+
+def _llama3(text: str) -> ParseResult | None:
+    """A reply that is only JSON call objects with ``parameters`` (several joined by ``;``)."""
+    if text.startswith(_PYTHON_TAG):
+        text = text[len(_PYTHON_TAG):].strip()
+    if not text.startswith("{"):
+        return None
+    decoder = json.JSONDecoder()
+    values, position = [], 0
+    try:
+        while position < len(text) and len(values) <= MAX_CALLS:
+            value, position = decoder.raw_decode(text, position)
+            values.append(value)
+            while position < len(text) and text[position] in " \t\r\n;":
+                position += 1
+    except (ValueError, RecursionError):
+        return None
+    if not values or not all(isinstance(v, dict) and "parameters" in v for v in values):
+        return None
+    calls = [_from_object(v, v) for v in values]
+    return ParseResult("llama3_json", calls[:MAX_CALLS], dropped=max(0, len(calls) - MAX_CALLS))
+
+
+def _mistral(text: str) -> ParseResult:
+    """``[TOOL_CALLS][{..}, ..]`` (v3 tokenizers) or ``[TOOL_CALLS]name[ARGS]{..}`` (v11 and later)."""
+    calls: list[ParsedCall] = []
+    segments = text.split(_MISTRAL_TAG)[1:]
+    for segment in segments:
+        if len(calls) > MAX_CALLS:
+            break
+        if _MISTRAL_ARGS in segment:
+            name, _, arguments = segment.partition(_MISTRAL_ARGS)
+            named = _MISTRAL_NAME.match(name)
+            value, _end = _first_json(arguments.strip())
+            if named is None:
+                calls.append(ParsedCall(None, None, error="no tool name before [ARGS]", raw=_raw(segment)))
+            elif not isinstance(value, dict):
+                calls.append(ParsedCall(named.group(1), None, error="the [ARGS] are not a JSON object",
+                                        raw=_raw(segment)))
+            else:
+                calls.append(ParsedCall(named.group(1), value, raw=_raw(segment)))
+            continue
+        value, _end = _first_json(segment.strip())
+        if value is None:
+            calls.append(ParsedCall(_guess_name(segment), None, error="no JSON after [TOOL_CALLS]",
+                                    raw=_raw(segment)))
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            calls.append(_from_object(item, item))
+    return ParseResult("mistral", calls[:MAX_CALLS], dropped=max(0, len(calls) - MAX_CALLS),
+                       error=None if calls else "nothing after [TOOL_CALLS]")
+
+
+def _fenced(text: str) -> ParseResult | None:
+    """Calls in fenced code blocks: each block one call object or a list of them."""
+    calls: list[ParsedCall] = []
+    for match in _FENCE.finditer(text[:MAX_REPLY_CHARS]):
+        body = match.group(2).strip()
+        if not body.startswith(("{", "[")):
+            continue
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError) as error:
+            if match.group(1).lower() in ("json", "tool_call", "tool"):
+                calls.append(ParsedCall(_guess_name(body), None, error=f"not valid JSON: {error}", raw=_raw(body)))
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and _looks_like_call(item):
+                calls.append(_from_object(item, item))
+        if len(calls) > MAX_CALLS:
+            break
+    if not calls:
+        return None
+    return ParseResult("json", calls[:MAX_CALLS], dropped=max(0, len(calls) - MAX_CALLS))
+
+
+def _embedded(text: str) -> ParseResult | None:
+    """The first JSON call object in the text, alone or within prose."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(200):  # bounded: prose full of braces is not searched forever
+        if start < 0:
+            return None
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if isinstance(value, dict) and _looks_like_call(value):
+                return ParseResult("json", [_from_object(value, value)])
+        start = text.find("{", start + 1)
+    return None
+
+
+def _bare_name(text: str, known: dict[str, dict[str, str]]) -> ParseResult | None:
+    match = _BARE.fullmatch(text)
+    if match is None or match.group(1) not in known:
+        return None
+    return ParseResult("bare_name", [ParsedCall(match.group(1), {}, raw=text)])
+
+
+# -- writing calls in each format (what a model of that family sends) -------------------
+
+
+def format_reply(calls: Sequence[tuple[str, Mapping[str, Any]]], fmt: str, reasoning: str | None = None,
+                 prefix: str = "", id_prefix: str = "call") -> dict[str, Any]:
+    """The assistant message a model of format ``fmt`` writes for ``calls`` ``[(name, arguments), ...]``.
+
+    The inverse of :func:`parse_reply`, for scripted models and tests. ``reasoning`` is put
+    in a ``<think>`` block (text formats); ``prefix`` is prose written before the calls.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    think = f"{_THINK_OPEN}\n{reasoning}\n{_THINK_CLOSE}\n\n" if reasoning else ""
+    if fmt == "openai":
+        tool_calls = [{"id": f"{id_prefix}_{k}", "type": "function",
+                       "function": {"name": name, "arguments": json.dumps(dict(arguments))}}
+                      for k, (name, arguments) in enumerate(calls)]
+        return {"role": "assistant", "content": (think + prefix) or None, "tool_calls": tool_calls}
+    if fmt == "hermes":
+        body = "\n".join(f"{_TOOL_CALL_OPEN}\n{json.dumps({'name': n, 'arguments': dict(a)})}\n{_TOOL_CALL_CLOSE}"
+                         for n, a in calls)
+    elif fmt == "qwen3_xml":
+        body = "\n".join(
+            f"{_TOOL_CALL_OPEN}\n<function={n}>\n"
+            + "".join(f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+                      for k, v in a.items())
+            + f"</function>\n{_TOOL_CALL_CLOSE}" for n, a in calls)
+    elif fmt == "llama3_json":
+        body = "; ".join(json.dumps({"name": n, "parameters": dict(a)}) for n, a in calls)
+    elif fmt == "mistral":
+        body = _MISTRAL_TAG + json.dumps([{"name": n, "arguments": dict(a)} for n, a in calls])
+    elif fmt == "json":
+        body = "\n".join(f"```json\n{json.dumps({'tool': n, 'params': dict(a)})}\n```" for n, a in calls)
+    else:  # bare_name: only calls without arguments can be written this way
+        if any(a for _, a in calls):
+            raise ValueError("a bare tool name cannot carry arguments")
+        body = "\n".join(n for n, _ in calls[:1])
+    text = think + (prefix + "\n" if prefix and fmt != "bare_name" else "") + body
+    return {"role": "assistant", "content": text}
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+_CALL_KEYS = frozenset(("tool", "name", "tool_name", "function", "action", "function_call", "tool_call"))
+
+
+def _looks_like_call(value: dict[str, Any]) -> bool:
+    return not _CALL_KEYS.isdisjoint(value)
+
+
+def _from_object(value: Any, raw: Any) -> ParsedCall:
+    """A call from a decoded JSON object, read by the tool layer's own ``parse_decision``."""
+    try:
+        decision = parse_decision(value)
+    except ToolCallError as error:
+        name = error.tool or (value.get("name") if isinstance(value, dict) and isinstance(value.get("name"), str)
+                              else None)
+        return ParsedCall(name, None, error=error.message, raw=_raw(raw))
+    except RecursionError:
+        return ParsedCall(None, None, error="the call is nested too deeply", raw=_raw(raw))
+    return ParsedCall(decision.tool, decision.params, raw=_raw(raw))
+
+
+def _first_json(text: str) -> tuple[Any, int]:
+    """The JSON value at the start of ``text`` (after a fence), or (None, 0)."""
+    text = _unfenced(text)
+    try:
+        return json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return None, 0
+
+
+def _unfenced(text: str) -> str:
+    if text.startswith("```"):
+        text = text[3:]
+        newline = text.find("\n")
+        text = text[newline + 1:] if newline >= 0 else ""
+        if text.rstrip().endswith("```"):
+            text = text.rstrip()[:-3]
+    return text.strip()
+
+
+def _guess_name(text: str) -> str | None:
+    """The tool name of a call whose JSON is broken, when it can still be seen."""
+    match = re.search(r'"(?:name|tool)"\s*:\s*"([A-Za-z_][A-Za-z0-9_.-]{0,63})"', text[:MAX_RAW_CHARS])
+    return match.group(1) if match else None
+
+
+def _raw(value: Any) -> str:
+    if not isinstance(value, str):
+        try:
+            value = json.dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            value = repr(value)[:MAX_RAW_CHARS]
+    return value[:MAX_RAW_CHARS]

@@ -1,0 +1,282 @@
+"""Mixed teams in Team Capture: any agents are chat sessions, the others scripted or an RL policy.
+
+    from arena_envs.llm.team import TeamChat, scripted_team
+
+    match = TeamChat(chat_agents=["blue_agent_1", "blue_agent_2"], controllers=[scripted_team("red")],
+                     agents_per_team=2)
+    openings = match.reset(seed=0)                    # {agent: (messages, tools)} for each chat agent
+    steps = match.step({"blue_agent_1": reply_1, "blue_agent_2": reply_2})   # {agent: ChatStep}
+
+Each chat agent has its own transcript (a :class:`~arena_envs.llm.chat.ChatSession`), with
+the same rules as every chat environment. The world ticks once for all: chat agents
+stepping together submit their calls to the same tick (an agent with fewer calls, or not
+stepping, carries on with its current action), and the controllers act on every tick from
+the arrays of their agents. Teammates' ``send_message`` texts are free text; a chat agent
+sees every message delivered since its last observation.
+
+A controller is any ``callable(observations) -> {agent: structured action}`` over the
+PettingZoo observation arrays of every agent: :func:`scripted_team` wraps the scripted
+team, :func:`policy_controller` an RL policy of one agent's observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from arena_envs.llm.chat import (
+    ChatSession,
+    ChatStep,
+    Tick,
+    _error,
+    _gather,
+    _rounded,
+    observation_text,
+    universal_schemas,
+)
+from arena_envs.llm.prompts import system_prompt
+
+Controller = Callable[[Mapping[str, Mapping[str, np.ndarray]]], Mapping[str, Any]]
+
+
+def scripted_team(team: str, agents: Sequence[str] | None = None, params: Any = None) -> Controller:
+    """The scripted team (:class:`~arena_envs.scripted.ScriptedCaptureTeam`) controlling ``agents``
+    of ``team`` ("blue" or "red"; default: every agent of the team not given to a chat session)."""
+    from arena_envs.scripted import ScriptedCaptureTeam
+
+    brain = ScriptedCaptureTeam(params)
+
+    def act(observations: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, Any]:
+        members = sorted((a for a in observations if a.startswith(team + "_")), key=_number)
+        if not members:
+            return {}
+        stacked = {key: np.stack([observations[a][key] for a in members]) for key in observations[members[0]]}
+        actions = brain.act(stacked)
+        chosen = agents if agents is not None else members
+        return {a: _row(actions, i) for i, a in enumerate(members) if a in chosen}
+
+    act.team = team  # type: ignore[attr-defined]
+    return act
+
+
+def policy_controller(agents: Sequence[str], policy: Callable[[Mapping[str, np.ndarray]], Any]) -> Controller:
+    """An RL policy (one agent's observation arrays -> its structured action) controlling ``agents``."""
+    def act(observations: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, Any]:
+        return {a: policy(observations[a]) for a in agents if a in observations}
+
+    return act
+
+
+class _World:
+    """The shared Team Capture world: coalesces the chat agents' calls of one loop turn into one tick."""
+
+    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller], **env_kwargs: Any):
+        from arena_envs import team_capture_v0
+        from arena_envs.tools.team_session import TeamCaptureSession
+
+        self.env = team_capture_v0.parallel_env(**env_kwargs)
+        self.params = self.env.scenario.params
+        unknown = set(chat_agents) - set(self.env.possible_agents)
+        if unknown:
+            raise ValueError(f"unknown agents {sorted(unknown)}; agents are {self.env.possible_agents}")
+        self.chat_agents = list(chat_agents)
+        self.controllers = list(controllers)
+        index = {name: i for i, name in enumerate(self.env.possible_agents)}
+        self.sessions = {a: TeamCaptureSession(self.env.scenario, self.env.world, agent=index[a])
+                         for a in self.chat_agents}
+        self._session_type = TeamCaptureSession
+        self._pending: dict[str, Any] = {}
+        self._tick: asyncio.Future | None = None
+        self._arrays: dict[str, dict[str, np.ndarray]] = {}
+        self._inbox: dict[str, list] = {a: [] for a in self.chat_agents}
+        self._unclaimed = dict.fromkeys(self.chat_agents, 0.0)  # reward of ticks an agent sat out
+        self.first: dict[str, str] = {}
+        self.info: dict[str, Any] = {}
+        self._ended = (False, False)  # how the match ended (terminated, truncated)
+
+    def reset(self, seed: int | None) -> None:
+        self._arrays, infos = self.env.reset(seed=seed)
+        for session in self.sessions.values():
+            session.begin()
+        observations = self._observations(infos, first=True)
+        self.first = {a: observation_text(o) for a, o in observations.items()}
+        self._inbox = {a: [] for a in self.chat_agents}
+        self._unclaimed = dict.fromkeys(self.chat_agents, 0.0)
+        self._ended = (False, False)
+        self.info = next(iter(infos.values()), {})
+
+    async def call(self, agent: str, call: dict[str, Any] | None) -> Tick:
+        if agent in self._pending:
+            raise RuntimeError(f"{agent} already has a call in flight")
+        if not self._pending:
+            loop = asyncio.get_running_loop()
+            self._tick = loop.create_future()
+            loop.call_soon(self._flush, self._tick)
+        tick = self._tick
+        self._pending[agent] = call
+        return (await tick)[agent]
+
+    def _flush(self, future: asyncio.Future) -> None:
+        pending, self._pending = self._pending, {}
+        try:
+            future.set_result(self._advance(pending))
+        except Exception as error:
+            future.set_exception(error)
+
+    def _advance(self, pending: dict[str, Any]) -> dict[str, Tick]:
+        from arena_envs.world import ToolActions
+
+        if not self.env.agents:  # the match is over: nothing moves; an agent that sat out its end learns it now
+            out = {}
+            for agent in pending:
+                reward, self._unclaimed[agent] = self._unclaimed[agent], 0.0
+                info = {**self.info, "team": agent.split("_")[0]}
+                info["success"], info["score"] = self._outcome(agent, info)
+                out[agent] = Tick(_error("NOT_RUN", "not run: the match is over"), observation_text(self._last[agent]),
+                                  reward, *self._ended, info)
+            return out
+        joint = ToolActions.none((1, len(self.env.possible_agents)))
+        for agent in self.chat_agents:
+            self.sessions[agent].encode(pending.get(agent), joint)
+        for controller in self.controllers:
+            for agent, action in controller(self._arrays).items():
+                if agent in self.sessions or action is None:
+                    continue  # chat agents are never overridden
+                one, row = self.env.decode(agent, action), self.env.possible_agents.index(agent)
+                for field in dataclasses.fields(ToolActions):
+                    getattr(joint, field.name)[0, row] = getattr(one, field.name)[0, 0]
+        arrays, rewards, terminations, truncations, infos = self.env.step(joint)
+        if not self.env.agents:
+            self._ended = (any(terminations.values()), any(truncations.values()))
+        self._arrays = arrays
+        self.info = next(iter(infos.values()), self.info)
+        observations = self._observations(infos)
+        out = {}
+        for agent in self.chat_agents:
+            self._unclaimed[agent] += rewards.get(agent, 0.0)
+            self._inbox[agent] += observations[agent].messages
+        for agent, call in pending.items():
+            obs = observations[agent]
+            result = obs.last_action_result
+            data: dict[str, Any] = {"tool": result.tool if result else None, "success": bool(result and result.success)}
+            if result is not None and not result.success:
+                data["error_code"], data["error_message"] = result.error_code, result.error_message
+            if obs.query_result is not None:
+                data["query_result"] = obs.query_result
+            code = None if call is None or (result is not None and result.success) else \
+                (result.error_code if result is not None else "INVALID_PARAMS")
+            text = observation_text(dataclasses.replace(obs, messages=self._inbox[agent]))
+            self._inbox[agent] = []
+            reward, self._unclaimed[agent] = self._unclaimed[agent], 0.0
+            info = {**infos.get(agent, self.info), "team": agent.split("_")[0]}
+            info["success"], info["score"] = self._outcome(agent, info)
+            out[agent] = Tick(json.dumps(_rounded(data)), text, reward, bool(terminations.get(agent, True)),
+                              bool(truncations.get(agent, False)), info, code, obs.position)
+        return out
+
+    @staticmethod
+    def _outcome(agent: str, info: Mapping[str, Any]) -> tuple[bool, float]:
+        ours, theirs = ("blue_score", "red_score") if agent.startswith("blue") else ("red_score", "blue_score")
+        return bool(info.get(ours, 0) > info.get(theirs, 0)), float(info.get(ours, 0.0))
+
+    def _observations(self, infos: Mapping[str, Any], first: bool = False) -> dict[str, Any]:
+        names = [a for a in self.chat_agents if a in self._arrays]
+        if not names:
+            return {a: self._last[a] for a in self.chat_agents}
+        rows = {key: np.stack([self._arrays[a][key] for a in names]) for key in self._arrays[names[0]]}
+        observations = self._session_type.observations([self.sessions[a] for a in names], rows,
+                                                       [infos[a] for a in names], first)
+        self._last = dict(zip(names, observations, strict=True))
+        return self._last
+
+
+class _TeamBackend:
+    """One chat agent's view of the shared world (the :class:`ChatSession` backend)."""
+
+    scenario = "TeamCapture"
+
+    def __init__(self, world: _World, agent: str):
+        self.world, self.agent = world, agent
+        self.tools = universal_schemas(world.params)
+
+    def system_prompt(self, max_calls: int, end_without_call: bool) -> str:
+        p = self.world.params
+        return system_prompt(self.scenario, max_calls, end_without_call, agent=self.agent,
+                             team=self.agent.split("_")[0], half=p.half_size, radius=p.capture_radius,
+                             target=p.win_score, ticks=p.max_ticks)
+
+    async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
+        return self.world.first[self.agent], dict(self.world.info)
+
+    async def tick(self, call: dict[str, Any] | None) -> Tick:
+        return await self.world.call(self.agent, call)
+
+    async def close(self) -> None:
+        pass
+
+
+class TeamChat:
+    """A Team Capture match with chat agents and controlled agents; see the module docstring.
+
+    ``chat_agents``: names of the agents played through chat (``blue_agent_1``...);
+    ``controllers``: callables acting for (some of) the others every tick; an agent
+    neither chats nor is controlled carries on (it stands still). Chat options
+    (``max_calls``, ``on_no_call``, ``wait_ticks``, ``max_turns``) are as for every chat
+    session; the rest go to ``team_capture_v0.parallel_env``.
+    """
+
+    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller] = (), *, max_calls: int = 8,
+                 on_no_call: str = "continue", wait_ticks: int = 0, max_turns: int | None = None,
+                 **env_kwargs: Any):
+        self.world = _World(chat_agents, controllers, **env_kwargs)
+        self.sessions = {a: ChatSession(_TeamBackend(self.world, a), max_calls=max_calls, on_no_call=on_no_call,
+                                        wait_ticks=wait_ticks, max_turns=max_turns) for a in chat_agents}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def areset(self, seed: int | None = None) -> dict[str, tuple[list[dict], list[dict]]]:
+        self.world.reset(seed)
+        openings = await _gather(*(session.reset(seed) for session in self.sessions.values()))
+        return dict(zip(self.sessions, openings, strict=True))
+
+    async def astep(self, replies: Mapping[str, Any]) -> dict[str, ChatStep]:
+        """Step the chat agents given a reply, together (their first calls share a tick)."""
+        unknown = set(replies) - set(self.sessions)
+        if unknown:
+            raise ValueError(f"replies for agents that do not chat: {sorted(unknown)}; chat agents: "
+                             f"{list(self.sessions)}")
+        names = [a for a in replies if replies[a] is not None and not self.sessions[a].done]
+        steps = await _gather(*(self.sessions[a].step(replies[a]) for a in names))
+        return dict(zip(names, steps, strict=True))
+
+    def reset(self, seed: int | None = None) -> dict[str, tuple[list[dict], list[dict]]]:
+        return self._run(self.areset(seed))
+
+    def step(self, replies: Mapping[str, Any]) -> dict[str, ChatStep]:
+        return self._run(self.astep(replies))
+
+    @property
+    def done(self) -> bool:
+        return all(session.done for session in self.sessions.values())
+
+    def _run(self, awaitable):
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(awaitable)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def _number(agent: str) -> int:
+    return int(agent.rsplit("_", 1)[1])
+
+
+def _row(tree: Any, i: int) -> Any:
+    return {k: _row(v, i) for k, v in tree.items()} if isinstance(tree, dict) else tree[i]
