@@ -193,23 +193,139 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
             (f"Tool calls: ToolCallWrapper loop over {sessions} single envs", max(loop_rates), "calls/s")]
 
 
+def stateful_tool_rows(seconds: float, ids: int = 256) -> list[tuple[str, float, str]]:
+    """Stateful-tool calls/s: ``await act(call, id=i)`` for ``ids`` ids, a tool whose ``env_cls``
+    is Foraging (so the generic stateful-tool path runs on the batched pool), vs a loop over
+    wrapped single envs. Windows alternate as in :func:`tool_call_rows`."""
+    import asyncio
+
+    from arena_envs.tools import tool
+    from arena_envs.wrappers import ToolCallWrapper
+
+    @tool(env_cls="arena_envs/Foraging-v0", stateful=True, pool_size=ids)
+    async def act(call: dict, env) -> float:
+        """One universal tool call in the id's world; returns the reward."""
+        return (await env.step(call)).reward
+
+    calls = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
+    calls += [{"tool": "query_world", "params": {"radius": 15}}, {"tool": "idle", "params": {}}]
+    windows = 4 * WINDOWS
+    window = seconds / windows
+    made = list(range(ids))  # id i's next call is calls[made[i] % len(calls)]
+
+    async def tool_window(seconds: float) -> float:
+        done, start = 0, time.perf_counter()
+
+        async def session(i):
+            nonlocal done
+            while time.perf_counter() - start < seconds:
+                await act(calls[made[i] % len(calls)], id=i)
+                made[i] += 1
+                done += 1
+
+        await asyncio.gather(*(session(i) for i in range(ids)))
+        return done / (time.perf_counter() - start)
+
+    async def acquire_all() -> None:
+        for i in range(ids):
+            await act.pool.acquire(i, seed=i)
+
+    envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(ids)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+
+    def loop_window(seconds: float) -> float:
+        done, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            envs[done % ids].step(calls[(done // ids + done) % len(calls)])
+            done += 1
+        return done / (time.perf_counter() - start)
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(acquire_all())
+        loop.run_until_complete(tool_window(0.05))  # warm-up
+        loop_window(0.05)
+        tool_rates, loop_rates = [], []
+        for _ in range(windows):
+            tool_rates.append(loop.run_until_complete(tool_window(window)))
+            loop_rates.append(loop_window(window))
+    finally:
+        loop.close()
+    return [(f"Stateful tool (env_cls=Foraging), {ids} ids", max(tool_rates), "calls/s"),
+            (f"Stateful tool baseline: loop over {ids} single envs", max(loop_rates), "calls/s")]
+
+
 def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
     from arena_envs.treasure_hunt.bench import bench_rows
 
     return bench_rows(seconds)
 
 
+def serve_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """arena-serve against a stock one-env-per-session OpenEnv server (needs the ``serve`` extra)."""
+    from arena_envs.serve.bench import bench_rows
+
+    return bench_rows(seconds)
+
+
+def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float, str]]:
+    """Env-steps/s of one Foraging batch unsharded (``num_workers=1``) and split over 2 processes
+    (:class:`~arena_envs.sharded.ShardedVectorEnv`, what ``gym.make_vec(..., num_workers=2)``
+    builds: this process and one worker), returning copies of the observations or views of
+    shared memory (``copy=False``, what the lean PPO uses). The envs take turns, many short
+    windows each, so that all see the same states of a machine whose load drifts."""
+    from arena_envs.sharded import ShardedVectorEnv
+
+    labels = {None: f"Foraging B={num_envs}, num_workers=1 (the native batch)",
+              True: f"Foraging B={num_envs}, num_workers=2",
+              False: f"Foraging B={num_envs}, num_workers=2, copy=False"}
+    envs = {copy: gym.make_vec("arena_envs/Foraging-v0", num_envs=num_envs) if copy is None
+            else ShardedVectorEnv(num_envs, 2, env_id="arena_envs/Foraging-v0", copy=copy) for copy in labels}
+    try:
+        pools = {}
+        for w, env in envs.items():
+            env.reset(seed=0)
+            env.action_space.seed(0)
+            pools[w] = [env.action_space.sample() for _ in range(ACTION_POOL)]
+        best = dict.fromkeys(labels, 0.0)
+        for _ in range(4 * WINDOWS):
+            for w, env in envs.items():
+                pool = pools[w]
+                best[w] = max(best[w], _rate(lambda i, env=env, pool=pool: env.step(pool[i % ACTION_POOL]),
+                                             num_envs, seconds / (4 * WINDOWS)))
+    finally:
+        for env in envs.values():
+            env.close()
+    return [(labels[w], best[w], "env-steps/s") for w in labels]
+
+
+def chat_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """Chat steps/s of 256 concurrent chat sessions via a local OpenAI-compatible server, and the
+    environment's share of that time (see :mod:`arena_envs.llm.bench`)."""
+    from arena_envs.llm.bench import chat_rows as rows
+
+    return rows(seconds, sessions=256)
+
+
 SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "foraging": foraging_rows,
     "crafting": crafting_rows,
     "tools": tool_call_rows,
+    "stateful_tools": stateful_tool_rows,
     "treasure_hunt": treasure_hunt_rows,
+    "chat": chat_rows,
     "team_capture": team_capture_rows,
+    "sharded": sharded_rows,
     "reference": reference_rows,
+    "serve": serve_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
 RATIOS = (
+    ("Foraging B=8192, num_workers=2", "Foraging B=8192, num_workers=1 (the native batch)"),
+    ("Foraging B=8192, num_workers=2, copy=False", "Foraging B=8192, num_workers=1 (the native batch)"),
+    ("Foraging B=8192, num_workers=2", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),
@@ -217,6 +333,8 @@ RATIOS = (
     ("Team capture 4v4 vector_env B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Team capture 4v4 vector_env B=4096", "Team capture 4v4 PettingZoo parallel_env"),
     ("Tool calls: ToolPool, 256 async sessions", "Tool calls: ToolCallWrapper loop over 256 single envs"),
+    ("Stateful tool (env_cls=Foraging), 256 ids", "Stateful tool baseline: loop over 256 single envs"),
+    ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock OpenEnv server"),
 )
 
 

@@ -1,9 +1,11 @@
-"""``make demo``: PPO learns Foraging-v0 in a few minutes, then meets the random agent and the scripted forager.
+"""``make demo``: PPO learns Foraging-v0 in under a minute, then meets the random agent and the scripted forager.
 
-1. ``arena-train Foraging-v0`` on the native batch for at most ``--minutes`` of wall time
-   (``runs/demo/ppo/``: model, checkpoints, CSV and TensorBoard logs);
-2. ``arena-eval`` on 200 held-out seeded worlds: the table (``eval.md``), the learning
-   curve (``learning_curve.png``) and one recorded episode (``rollout.gif``, ``rollout.jsonl``);
+1. ``arena-train Foraging-v0`` (the lean PPO of ``training/ppo.py``, its config's 491,520
+   steps) on the native batch for at most ``--minutes`` of wall time (``runs/demo/ppo/``:
+   model, checkpoints, CSV and TensorBoard logs);
+2. ``arena-eval`` on 200 held-out seeded worlds, the policy's actions sampled as in
+   training: the table (``eval.md``), the learning curve (``learning_curve.png``) and one
+   recorded episode (``rollout.gif``, ``rollout.jsonl``);
 3. the ``arena-bench`` table (``runs/demo/bench.md``).
 """
 
@@ -24,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="training wall-time cap (default 5)")
-    parser.add_argument("--timesteps", type=int, default=3_000_000)
+    parser.add_argument("--timesteps", type=int, default=None, help="default: the config's")
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bench-seconds", type=float, default=0.5)
@@ -34,10 +36,11 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(out / "ppo", ignore_errors=True)  # a fresh run each time
 
     print(f"== training PPO on {ENV_ID} (at most {args.minutes:g} min)", flush=True)
-    run = train([ENV_ID, "--timesteps", str(args.timesteps), "--seed", str(args.seed), "--out", str(out / "ppo"),
+    steps = [] if args.timesteps is None else ["--timesteps", str(args.timesteps)]
+    run = train([ENV_ID, *steps, "--seed", str(args.seed), "--out", str(out / "ppo"),
                  "--max-minutes", str(args.minutes)])
     print("\n== evaluating against the random agent and the scripted forager", flush=True)
-    evaluate([str(run), ENV_ID, "--episodes", str(args.episodes), "--rollout"])
+    evaluate([str(run), ENV_ID, "--episodes", str(args.episodes), "--rollout", "--stochastic"])
     print("\n== arena-bench", flush=True)
     rows = bench.run(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json")])
     (out / "bench.md").write_text(bench.format_table(rows) + "\n")

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec_wrapper
@@ -37,6 +38,7 @@ from arena_envs.batch import Batch
 from arena_envs.envs import ArenaVectorEnv, check_render_mode
 from arena_envs.render import render_frame
 from arena_envs.scenes import TeamCaptureScene
+from arena_envs.sharded import ShardedVectorEnv
 from arena_envs.team_capture import TeamCaptureParams, make_scenario
 from arena_envs.world import ToolActions
 
@@ -199,6 +201,9 @@ def env(**kwargs: Any) -> AECEnv:
     return OrderEnforcingWrapper(raw_env(**kwargs))
 
 
-def vector_env(num_envs: int = 1, **kwargs: Any) -> TeamCaptureVectorEnv:
-    """``num_envs`` worlds as one batched multi-agent env: arrays (B, agents, ...)."""
+def vector_env(num_envs: int = 1, num_workers: int = 1, **kwargs: Any) -> VectorEnv:
+    """``num_envs`` worlds as one batched multi-agent env: arrays (B, agents, ...), sharded over
+    ``num_workers`` processes when more than one (:class:`~arena_envs.sharded.ShardedVectorEnv`)."""
+    if num_workers != 1:
+        return ShardedVectorEnv(num_envs, num_workers, make_native=functools.partial(TeamCaptureVectorEnv, **kwargs))
     return TeamCaptureVectorEnv(num_envs, **kwargs)

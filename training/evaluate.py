@@ -135,14 +135,14 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
                    make_opponent=None, every: int = 2) -> tuple[Path, Path]:
     """One episode in world ``seed`` (in team capture, ``make_agent``'s blue against
     ``make_opponent``'s red): a GIF (every ``every``-th tick) and one JSON line per tick."""
-    from arena_envs.render import render_frame, save_gif
+    from arena_envs.render import save_gif
 
     envs = make_native(env_id, 1, **(env_kwargs or {}))
     native = envs.unwrapped
     act = policy(envs, env_id, make_agent, make_opponent)
-    agents = len(getattr(native, "agents", ())) or None
+    agents = len(getattr(native, "agents", None) or ()) or None
     obs, info = envs.reset(seed=seed)
-    frames = [render_frame(native.scenario, native.state, 0, pixels=256)]
+    frames = [native.frame(0, pixels=256)]
     lines = []
     for tick in range(1, 100_000):
         action = act(obs)
@@ -157,7 +157,7 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
             "info": {k: round(float(v[0]), 3) for k, v in info.items() if not k.startswith("_")}}))
         done = np.ravel(terminated | truncated)[0]
         if tick % every == 0 or done:
-            frames.append(render_frame(native.scenario, native.state, 0, pixels=256))
+            frames.append(native.frame(0, pixels=256))
         if done:
             break
     envs.close()

@@ -1,20 +1,25 @@
-"""``arena-train``: PPO (Stable-Baselines3) on an arena scenario, stepping the native numpy batch.
+"""``arena-train``: PPO on an arena scenario, stepping the native numpy batch.
 
-    arena-train Foraging-v0 --timesteps 3000000 --n-envs 64 --seed 0 --out runs/foraging
+    arena-train Foraging-v0 --out runs/foraging             # the lean PPO (training/ppo.py)
+    arena-train Foraging-v0 --num-workers 2 --out runs/f2   # ... its batch stepped by 2 processes
+    arena-train Foraging-v0 --algo sb3-ppo --timesteps 3000000 --n-envs 64 --seed 0 --out runs/sb3
     arena-train Foraging-v0 --out runs/foraging --resume    # continue from the last checkpoint
-    arena-train team_capture_v0 --out runs/team_capture   # self-play: every agent is one SB3 env
-    arena-train Foraging-v0 --vec dummy --timesteps 300000 --out runs/dummy   # the speed reference
+    arena-train team_capture_v0 --out runs/team_capture   # self-play: one policy plays every agent
+    arena-train Foraging-v0 --algo sb3-ppo --vec dummy --timesteps 300000 --out runs/dummy   # speed reference
 
-The scenario's YAML config (``training/configs/<scenario>.yaml`` or ``--config``) sets the
-env, the flat encoding and PPO; the flags override it (in team capture ``--n-envs``
-counts worlds and ``--timesteps`` agent steps). Everything lands in ``--out``:
+``--algo ppo`` (the default) is the lean CleanRL-style PPO of :mod:`arena_envs.training.ppo`,
+configured by ``training/configs/ppo/<scenario>.yaml``; ``--algo sb3-ppo`` is
+Stable-Baselines3's PPO, configured by ``training/configs/<scenario>.yaml``. ``--config``
+replaces either; the flags override it (in team capture ``--n-envs`` counts worlds and
+``--timesteps`` agent steps). Both write the same run directory, ``--out``:
 
     config.yaml       the resolved config (arena-eval rebuilds the encoding from it)
     progress*.csv     one row per PPO update: SB3's metrics plus episode score and success
                       (and eval/* rows of the periodic evaluation when the config asks for one)
     tb/               the same for TensorBoard (tensorboard --logdir runs)
-    checkpoints/      ppo_<steps>_steps.zip and the VecNormalize statistics beside it
-    model.zip         the final policy; vecnormalize.pkl; speed.json (steps/s, env share)
+    checkpoints/      ppo_<steps>_steps.zip (and the VecNormalize statistics, or the lean
+                      trainer's ppo_<steps>_steps.pt, beside it)
+    model.zip         the final policy, an SB3 PPO model either way; speed.json (steps/s, env share)
 """
 
 from __future__ import annotations
@@ -35,10 +40,13 @@ from stable_baselines3.common.logger import Logger, make_output_format
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+from arena_envs.training import ppo
 from arena_envs.training.common import (
+    CONFIG_DIR,
     ModelAgent,
     VecEnvTimer,
     agent_factory,
+    full_env_id,
     load_config,
     make_vec_env,
     play,
@@ -107,6 +115,15 @@ class WallClockLimit(BaseCallback):
         return time.monotonic() < self.deadline
 
 
+ALGOS = ("ppo", "sb3-ppo")
+
+
+def algo_config(env: str, algo: str) -> Path:
+    """The scenario's config for ``algo``: ``configs/ppo/<scenario>.yaml`` or ``configs/<scenario>.yaml``."""
+    name = f"{scenario_name(full_env_id(env))}.yaml"
+    return CONFIG_DIR / "ppo" / name if algo == "ppo" else CONFIG_DIR / name
+
+
 def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
     """The checkpoint with the most timesteps in ``folder``, and its timesteps."""
     found = [(int(m.group(1)), p) for p in folder.glob("ppo_*_steps.zip")
@@ -120,9 +137,14 @@ def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="arena-train", description=__doc__.split("\n\n")[0])
     parser.add_argument("env", help="env id, e.g. Foraging-v0 or arena_envs/Foraging-v0")
+    parser.add_argument("--algo", choices=ALGOS,
+                        help="ppo: the lean PPO (the default); sb3-ppo: Stable-Baselines3's (the default for a "
+                             "--config or a resumed run without an algo key: configs written before the lean PPO)")
     parser.add_argument("--timesteps", type=int, help="total env steps (default: the config's)")
     parser.add_argument("--n-envs", type=int, help="worlds in the batch (default: the config's)")
     parser.add_argument("--seed", type=int, help="seed of the run: world i of the batch starts from seed + i")
+    parser.add_argument("--num-workers", type=int,
+                        help="--algo ppo: processes stepping the batch (default: the config's)")
     parser.add_argument("--out", default=None, help="run directory (default runs/<scenario>)")
     parser.add_argument("--config", help="YAML config to use instead of the scenario's")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
@@ -139,7 +161,7 @@ def train(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
 
     # 1. the config: the scenario's YAML, the flags on top; a resumed run keeps its own
-    config = load_config(args.env, args.config)
+    config = load_config(args.env, args.config or algo_config(args.env, args.algo or "ppo"))
     out = Path(args.out or f"runs/{scenario_name(config['env_id'])}")
     checkpoints = out / "checkpoints"
     resume = latest_checkpoint(checkpoints)
@@ -149,11 +171,28 @@ def train(argv: list[str] | None = None) -> Path:
         print(f"no checkpoint in {checkpoints}: starting a new run")
     if resume:
         config = yaml.safe_load((out / "config.yaml").read_text())
-    for key in ("timesteps", "n_envs", "seed"):
+    # a config names its trainer; one without (written for SB3 before the lean PPO) runs SB3's
+    # unless --algo says otherwise, so that one config can be trained both ways
+    algo = args.algo or config.get("algo", "sb3-ppo")
+    if resume and config.get("algo", "sb3-ppo") != algo:
+        raise SystemExit(f"{out} was trained with --algo {config.get('algo', 'sb3-ppo')}: resume it with that")
+    if config.get("algo") == "ppo" and algo != "ppo":
+        raise SystemExit("this config is the lean PPO's (algo: ppo); SB3's are training/configs/<scenario>.yaml")
+    config["algo"] = algo
+    for key in ("timesteps", "n_envs", "seed", "num_workers"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    if algo == "ppo":
+        if args.vec != "native":
+            raise SystemExit("--vec applies to --algo sb3-ppo only")
+        speed = ppo.train(config, out, resume=bool(resume), max_minutes=args.max_minutes,
+                          progress=not args.no_progress)
+        recent = f"; last 100 episodes score {speed['score_mean']:.1f}" if speed["score_mean"] is not None else ""
+        print(f"{speed['timesteps']:,} steps in {speed['seconds']:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
+              f"{100 * speed['env_share']:.0f}% of the time in the env{recent}; wrote {out}")
+        return out
 
     # 2. seeds and threads: torch runs on the CPU, one thread by default; on a shared machine, more
     #    threads than free cores leave OpenMP spinning and training slows down many times over

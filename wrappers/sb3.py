@@ -36,14 +36,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-from arena_envs.envs import registered_id
+from arena_envs.sharded import make_native_env as make_native
 from arena_envs.wrappers.flatten import FlatVectorEnv, merge_agents, split_agents
-
-
-def make_native(env_id: str, num_envs: int, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                **env_kwargs: Any) -> VectorEnv:
-    """The native batch of an arena env (``team_capture_v0`` names ``arena_envs/TeamCapture-v0``)."""
-    return gym.make_vec(registered_id(env_id), num_envs=num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
 
 
 def checked_actions(actions: Any, space: gym.Space, num_envs: int) -> Any:

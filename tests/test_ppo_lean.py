@@ -1,0 +1,196 @@
+"""The lean PPO (``arena-train --algo ppo``): its pieces, and the run directory arena-eval reads."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from stable_baselines3 import PPO
+
+from arena_envs.training import evaluate, ppo, train
+from arena_envs.training.common import load_config
+
+TINY = ["--n-envs", "8", "--timesteps", "1024", "--no-progress"]
+
+
+def tiny_config(path, source: str, **changes):
+    """A copy of a lean config with small rollouts, for quick runs."""
+    config = yaml.safe_load(source.read_text()) if hasattr(source, "read_text") else source
+    config["ppo"].update(n_steps=16, batch_size=64, n_epochs=1)
+    config["env_kwargs"] = {**config.get("env_kwargs", {}), "max_ticks": 40}
+    config.update(changes)
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_gae_matches_a_loop_over_rows_and_steps():
+    rng = np.random.default_rng(0)
+    T, N, gamma, lam = 7, 5, 0.9, 0.8
+    rewards, values = rng.normal(size=(T, N)), rng.normal(size=(T, N))
+    dones, next_value = rng.random((T, N)) < 0.3, rng.normal(size=N)
+    expected = np.zeros((T, N))
+    for n in range(N):
+        running = 0.0
+        for t in reversed(range(T)):
+            after = next_value[n] if t == T - 1 else values[t + 1, n]
+            if dones[t, n]:
+                after, running = 0.0, 0.0
+            running = rewards[t, n] + gamma * after - values[t, n] + gamma * lam * running
+            expected[t, n] = running
+    got = ppo.gae(*(torch.tensor(a, dtype=torch.float64) for a in (rewards, values, dones.astype(float),
+                                                                     next_value)), gamma, lam)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+
+
+def test_return_scaler_tracks_the_spread_of_discounted_returns():
+    rng = np.random.default_rng(1)
+    scaler = ppo.ReturnScaler(rows=4, gamma=0.9)
+    returns, seen = np.zeros(4), []
+    for _ in range(300):
+        reward, done = rng.normal(3.0, 2.0, 4), rng.random(4) < 0.1
+        scaled = scaler(reward, done)
+        returns = returns * 0.9 + reward
+        seen.append(returns.copy())
+        np.testing.assert_allclose(scaled, np.clip(reward / np.sqrt(scaler.var + 1e-8), -10, 10))
+        returns[done] = 0.0
+    assert scaler.var == pytest.approx(np.var(np.concatenate(seen)), rel=1e-6)
+
+
+def test_actions_sample_the_policy_and_predict_takes_its_mode():
+    torch.manual_seed(0)
+    agent = ppo.Agent(6, [3, 4], [16])
+    with torch.no_grad():
+        agent.action_head.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0, 5.0, 0]))  # modes: 0 and 2
+    obs = torch.zeros(20000, 6)
+    with torch.no_grad():
+        actions, logprob, value = agent.act(obs)
+        logps = agent.log_probs(obs)
+    assert actions.shape == (20000, 2) and value.shape == (20000,)
+    for i, lp in enumerate(logps):  # sampled frequencies follow the probabilities
+        freq = np.bincount(actions[:, i].numpy(), minlength=lp.shape[1]) / len(actions)
+        np.testing.assert_allclose(freq, lp[0].exp().numpy(), atol=0.01)
+    expected = logps[0].gather(1, actions[:, :1])[:, 0] + logps[1].gather(1, actions[:, 1:])[:, 0]
+    torch.testing.assert_close(logprob, expected)
+    mode, _ = agent.predict(np.zeros((3, 6), np.float32))
+    np.testing.assert_array_equal(mode, [[0, 2]] * 3)
+
+
+def test_unknown_ppo_keys_are_refused():
+    with pytest.raises(ValueError, match="unknown keys in the ppo section"):
+        ppo.PPOConfig.from_config({"ppo": {"n_stepz": 3}})
+
+
+def test_foraging_run_directory_is_what_arena_eval_reads(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path / "c.yaml", ppo_config_path("foraging"))
+    train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["algo"] == "ppo" and saved["n_envs"] == 8
+    speed = json.loads((out / "speed.json").read_text())
+    assert speed["algo"] == "ppo" and speed["timesteps"] == 1024 and speed["steps_per_s"] > 0
+    rows = list(csv.DictReader((out / "progress.csv").open()))
+    assert [int(r["time/total_timesteps"]) for r in rows] == [128 * (i + 1) for i in range(8)]
+    assert any(r["rollout/score_mean"] for r in rows)  # 40-tick episodes ended and were scored
+    assert list((out / "tb").rglob("events.out.tfevents.*"))
+    assert all((out / "checkpoints" / f"ppo_1024_steps.{ext}").exists() for ext in ("zip", "pt"))
+
+    # model.zip is an SB3 PPO model with the lean agent's weights: the same actions
+    model = PPO.load(out / "model.zip", device="cpu")
+    saved_state = torch.load(out / "checkpoints" / "ppo_1024_steps.pt", weights_only=False)
+    obs = np.random.default_rng(0).uniform(-1, 1, (50, *model.observation_space.shape)).astype(np.float32)
+    agent = ppo.Agent(obs.shape[1], model.action_space.nvec.tolist(), [64, 64])
+    agent.load_state_dict(saved_state["agent"])
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], agent.predict(obs)[0])
+    with torch.no_grad():
+        torch.testing.assert_close(model.policy.predict_values(torch.from_numpy(obs))[:, 0],
+                                   agent.value(torch.from_numpy(obs)))
+
+    summary = evaluate.evaluate([str(out), "Foraging-v0", "--episodes", "4"])
+    assert set(summary) == {"ppo", "random", "scripted"}
+    assert (out / "learning_curve.png").exists() and (out / "eval.md").exists()
+
+
+def test_resume_continues_the_run(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path / "c.yaml", ppo_config_path("foraging"))
+    train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
+    with pytest.raises(SystemExit, match="holds a run already"):
+        train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
+    with pytest.raises(SystemExit, match="--algo ppo"):
+        train.train(["Foraging-v0", "--algo", "sb3-ppo", "--out", str(out), "--resume", *TINY])
+    train.train(["Foraging-v0", "--out", str(out), "--resume", "--n-envs", "8", "--timesteps", "2048",
+                 "--no-progress"])
+    rows = list(csv.DictReader((out / "progress-from-1024.csv").open()))
+    assert int(rows[0]["time/total_timesteps"]) == 1152 and int(rows[-1]["time/total_timesteps"]) == 2048
+    assert (out / "checkpoints" / "ppo_2048_steps.zip").exists()
+
+
+def test_sharded_training_is_the_same_training(tmp_path):
+    """Two worker processes step (and encode) the batch: same seeds, same worlds, same weights."""
+    weights = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        config = tiny_config(tmp_path / f"c{workers}.yaml", ppo_config_path("foraging"))
+        train.train(["Foraging-v0", "--config", config, "--out", str(out), "--num-workers", str(workers), *TINY])
+        weights.append(torch.load(out / "checkpoints" / "ppo_1024_steps.pt", weights_only=False)["agent"])
+        assert json.loads((out / "speed.json").read_text())["num_workers"] == workers
+    for key in weights[0]:
+        torch.testing.assert_close(weights[0][key], weights[1][key], rtol=0, atol=0)
+
+
+def test_team_capture_self_play_logs_its_evaluation(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path / "c.yaml", ppo_config_path("team_capture"), eval_every=512, eval_episodes=2)
+    train.train(["team_capture_v0", "--config", config, "--out", str(out), "--n-envs", "2", "--timesteps", "1024",
+                 "--no-progress"])
+    rows = list(csv.DictReader((out / "progress.csv").open()))
+    assert int(rows[-1]["time/total_timesteps"]) == 1024  # agent steps: 2 worlds x 4 agents x 16 ticks a rollout
+    assert sum(bool(r["eval/return_mean"]) for r in rows) == 2
+    summary = evaluate.evaluate([str(out), "team_capture_v0", "--episodes", "2"])
+    assert "ppo vs scripted" in summary
+
+
+def test_crafting_runs(tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path / "c.yaml", ppo_config_path("crafting"))
+    train.train(["Crafting-v0", "--config", config, "--out", str(out), *TINY])
+    assert PPO.load(out / "model.zip", device="cpu").action_space.nvec.tolist()[0] == 5  # five tools
+
+
+def test_the_sb3_config_runs_under_either_trainer(tmp_path):
+    """``--algo ppo --config configs/foraging.yaml``: the same config for both, to compare speed."""
+    sb3 = load_config("Foraging-v0")
+    assert "algo" not in sb3
+    sb3["ppo"] = {k: v for k, v in sb3["ppo"].items()}
+    for algo in ("ppo", "sb3-ppo"):
+        out = tmp_path / algo
+        train.train(["Foraging-v0", "--algo", algo, "--config", tiny_config(tmp_path / f"{algo}.yaml", dict(sb3)),
+                     "--out", str(out), *TINY])
+        assert json.loads((out / "speed.json").read_text())["timesteps"] >= 1024
+        assert yaml.safe_load((out / "config.yaml").read_text())["algo"] == algo
+
+
+def ppo_config_path(name: str):
+    return ppo_configs() / f"{name}.yaml"
+
+
+def ppo_configs():
+    from arena_envs.training.common import CONFIG_DIR
+
+    return CONFIG_DIR / "ppo"
+
+
+def test_which_trainer_runs(tmp_path):
+    """The lean PPO by default; SB3 for configs without an ``algo`` key unless --algo says otherwise."""
+    lean = tiny_config(tmp_path / "lean.yaml", ppo_config_path("foraging"))
+    with pytest.raises(SystemExit, match="lean PPO's"):
+        train.train(["Foraging-v0", "--algo", "sb3-ppo", "--config", lean, "--out", str(tmp_path / "x"), *TINY])
+    sb3 = load_config("Foraging-v0")
+    out = tmp_path / "sb3"
+    train.train(["Foraging-v0", "--config", tiny_config(tmp_path / "sb3.yaml", sb3), "--out", str(out), *TINY])
+    assert yaml.safe_load((out / "config.yaml").read_text())["algo"] == "sb3-ppo"
+    assert (out / "vecnormalize.pkl").exists()  # SB3's VecNormalize statistics
