@@ -32,13 +32,11 @@ test: lint
 demo: $(STAMP)
 	$(PY) -m arena_envs.demo
 
-# The fuzz and property suites with many more examples (SOAK examples each); GNU time reports
-# the peak memory. `make test` runs the same suites bounded.
-SOAK ?= 20000
+# The fuzz and property suites round after round in one process for SOAK_MINUTES, the resident
+# memory printed after each round (tests/soak.py). `make test` runs the same suites bounded.
+SOAK_MINUTES ?= 10
 soak: $(STAMP)
-	/usr/bin/time -v $(PY) -m pytest -p no:cacheprovider --soak $(SOAK) -q \
-		tests/test_toollayer_fuzz.py tests/test_treasure_hunt_fuzz.py tests/test_pool_properties.py 2>&1 \
-		| grep -E "passed|failed|Maximum resident|Elapsed"
+	$(PY) tests/soak.py $(SOAK_MINUTES)
 
 bench: $(STAMP)
 	$(VENV)/bin/arena-bench
