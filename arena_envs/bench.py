@@ -18,6 +18,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 
@@ -130,33 +131,34 @@ def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
              vector_rate("CartPole-v1", 4096, seconds, vectorization_mode="vector_entry_point"), "env-steps/s")]
 
 
-def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str]]:
-    """Tool calls/s: the async pool stepping all sessions together vs a loop over wrapped single envs.
+TOOL_CALLS = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
+TOOL_CALLS += [{"tool": "query_world", "params": {"radius": 15}}, '{"tool": "idle", "params": {}}']
 
-    The two rows' timing windows alternate, many short ones, so that both see the same
-    states of a machine whose speed drifts, and each row keeps its best window.
+
+def _sessions_against_loop(seconds: float, sessions: int, call: Callable[[Any, int], Any],
+                           acquire: Callable[[int], Any]) -> tuple[float, float]:
+    """Calls/s of ``sessions`` async sessions (``await call(tool_call, i)``) against a loop over
+    as many wrapped single envs, each seeded as its session.
+
+    The two rates' timing windows alternate, many short ones, so that both see the same
+    states of a machine whose speed drifts, and each keeps its best window.
     """
     import asyncio
 
-    from arena_envs.tools import ToolPool
     from arena_envs.wrappers import ToolCallWrapper
 
-    calls = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
-    calls += [{"tool": "query_world", "params": {"radius": 15}}, '{"tool": "idle", "params": {}}']
     windows = 4 * WINDOWS
     window = seconds / windows
+    made = list(range(sessions))  # session i's next call is TOOL_CALLS[made[i] % len(TOOL_CALLS)]
 
-    pool = ToolPool("arena_envs/Foraging-v0", size=sessions)
-    calls_made = list(range(sessions))  # session i's next call is calls[calls_made[i] % len(calls)]
-
-    async def pool_window(seconds: float) -> float:
+    async def sessions_window(seconds: float) -> float:
         done, start = 0, time.perf_counter()
 
         async def session(i):
             nonlocal done
             while time.perf_counter() - start < seconds:
-                await pool.call(calls[calls_made[i] % len(calls)], id=i)
-                calls_made[i] += 1
+                await call(TOOL_CALLS[made[i] % len(TOOL_CALLS)], i)
+                made[i] += 1
                 done += 1
 
         await asyncio.gather(*(session(i) for i in range(sessions)))
@@ -164,7 +166,7 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
 
     async def acquire_all() -> None:
         for i in range(sessions):
-            await pool.acquire(i, seed=i)
+            await acquire(i)
 
     envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(sessions)]
     for i, env in enumerate(envs):
@@ -173,87 +175,51 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
     def loop_window(seconds: float) -> float:
         done, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            env = envs[done % sessions]  # round after round over the envs, as the pool's sessions go
-            env.step(calls[(done // sessions + done) % len(calls)])
+            env = envs[done % sessions]  # round after round over the envs, as the sessions go
+            env.step(TOOL_CALLS[(done // sessions + done) % len(TOOL_CALLS)])
             done += 1
         return done / (time.perf_counter() - start)
 
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(acquire_all())
-        loop.run_until_complete(pool_window(0.05))  # warm-up
+        loop.run_until_complete(sessions_window(0.05))  # warm-up
         loop_window(0.05)
-        pool_rates, loop_rates = [], []
+        session_rates, loop_rates = [], []
         for _ in range(windows):
-            pool_rates.append(loop.run_until_complete(pool_window(window)))
+            session_rates.append(loop.run_until_complete(sessions_window(window)))
             loop_rates.append(loop_window(window))
     finally:
         loop.close()
-    return [(f"Tool calls: ToolPool, {sessions} async sessions", max(pool_rates), "calls/s"),
-            (f"Tool calls: ToolCallWrapper loop over {sessions} single envs", max(loop_rates), "calls/s")]
+    return max(session_rates), max(loop_rates)
+
+
+def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str]]:
+    """Tool calls/s: the async pool stepping all sessions together vs a loop over wrapped single envs."""
+    from arena_envs.tools import ToolPool
+
+    pool = ToolPool("arena_envs/Foraging-v0", size=sessions)
+    pooled, looped = _sessions_against_loop(seconds, sessions, lambda c, i: pool.call(c, id=i),
+                                            lambda i: pool.acquire(i, seed=i))
+    return [(f"Tool calls: ToolPool, {sessions} async sessions", pooled, "calls/s"),
+            (f"Tool calls: ToolCallWrapper loop over {sessions} single envs", looped, "calls/s")]
 
 
 def stateful_tool_rows(seconds: float, ids: int = 256) -> list[tuple[str, float, str]]:
     """Stateful-tool calls/s: ``await act(call, id=i)`` for ``ids`` ids, a tool whose ``env_cls``
     is Foraging (so the generic stateful-tool path runs on the batched pool), vs a loop over
-    wrapped single envs. Windows alternate as in :func:`tool_call_rows`."""
-    import asyncio
-
+    wrapped single envs."""
     from arena_envs.tools import tool
-    from arena_envs.wrappers import ToolCallWrapper
 
     @tool(env_cls="arena_envs/Foraging-v0", stateful=True, pool_size=ids)
-    async def act(call: dict, env) -> float:
+    async def act(call: Any, env) -> float:
         """One universal tool call in the id's world; returns the reward."""
         return (await env.step(call)).reward
 
-    calls = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
-    calls += [{"tool": "query_world", "params": {"radius": 15}}, {"tool": "idle", "params": {}}]
-    windows = 4 * WINDOWS
-    window = seconds / windows
-    made = list(range(ids))  # id i's next call is calls[made[i] % len(calls)]
-
-    async def tool_window(seconds: float) -> float:
-        done, start = 0, time.perf_counter()
-
-        async def session(i):
-            nonlocal done
-            while time.perf_counter() - start < seconds:
-                await act(calls[made[i] % len(calls)], id=i)
-                made[i] += 1
-                done += 1
-
-        await asyncio.gather(*(session(i) for i in range(ids)))
-        return done / (time.perf_counter() - start)
-
-    async def acquire_all() -> None:
-        for i in range(ids):
-            await act.pool.acquire(i, seed=i)
-
-    envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(ids)]
-    for i, env in enumerate(envs):
-        env.reset(seed=i)
-
-    def loop_window(seconds: float) -> float:
-        done, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            envs[done % ids].step(calls[(done // ids + done) % len(calls)])
-            done += 1
-        return done / (time.perf_counter() - start)
-
-    loop = asyncio.new_event_loop()
-    try:
-        loop.run_until_complete(acquire_all())
-        loop.run_until_complete(tool_window(0.05))  # warm-up
-        loop_window(0.05)
-        tool_rates, loop_rates = [], []
-        for _ in range(windows):
-            tool_rates.append(loop.run_until_complete(tool_window(window)))
-            loop_rates.append(loop_window(window))
-    finally:
-        loop.close()
-    return [(f"Stateful tool (env_cls=Foraging), {ids} ids", max(tool_rates), "calls/s"),
-            (f"Stateful tool baseline: loop over {ids} single envs", max(loop_rates), "calls/s")]
+    stateful, looped = _sessions_against_loop(seconds, ids, lambda c, i: act(c, id=i),
+                                              lambda i: act.pool.acquire(i, seed=i))
+    return [(f"Stateful tool (env_cls=Foraging), {ids} ids", stateful, "calls/s"),
+            (f"Stateful tool baseline: loop over {ids} single envs", looped, "calls/s")]
 
 
 def treasure_hunt_rows(seconds: float) -> list[tuple[str, float, str]]:
