@@ -225,12 +225,6 @@ def test_a_concurrent_swapper_never_gets_outside_content(tmp_path: Path, api: st
     assert int(count.read_text()) >= 100, "the swapper hardly ran: the race was not exercised"
 
 
-def test_the_swapper_has_the_atomic_exchange_here() -> None:
-    """The race test is strongest with renameat2(RENAME_EXCHANGE); say so if this machine lacks it."""
-    if not has_renameat2():
-        pytest.skip("libc without renameat2: the swapper falls back to two renames")
-
-
 # --- calls nested too deeply ------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ can only get a clear error, never another session's world.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import copy
@@ -128,7 +129,7 @@ def _check_seed(seed: Any) -> int | None:
     return seed
 
 
-class SessionHub:
+class SessionHub(abc.ABC):
     """The worlds behind every session of one server, and the registry of live sessions.
 
     Subclasses make the worlds (:meth:`_open`, :meth:`_reset`, :meth:`_step`, :meth:`_free`).
@@ -222,16 +223,19 @@ class SessionHub:
         if self._pending_frees:
             await asyncio.gather(*self._pending_frees, return_exceptions=True)
 
-    # -- the worlds ----------------------------------------------------------------------
+    # -- the worlds: what each kind of hub (pool, Treasure Hunt, team) does -----------------
 
+    @abc.abstractmethod
     async def _reset(self, session: ArenaSession, seed: int | None, arrays: bool) -> ArenaObservation:
-        raise NotImplementedError
+        """Start ``session``'s episode in its world (taking one for a new session)."""
 
+    @abc.abstractmethod
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
-        raise NotImplementedError
+        """One action in ``session``'s world."""
 
+    @abc.abstractmethod
     async def _free(self, session: ArenaSession) -> None:
-        raise NotImplementedError
+        """Give ``session``'s world back."""
 
 
 class PoolHub(SessionHub):
