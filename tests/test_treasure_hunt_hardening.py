@@ -8,8 +8,6 @@ deeply to parse; and the seed-parity fixes: failed calls carry an empty ``output
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import socket
@@ -166,11 +164,6 @@ SWAPPER = textwrap.dedent(
         handle.write(str(swaps))
     """
 )
-
-
-def has_renameat2() -> bool:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    return hasattr(libc, "renameat2")
 
 
 @pytest.mark.parametrize("api", ["seed_api", "run_tool_call"])
