@@ -337,10 +337,17 @@ class ResourcePool:
         self.size = size
         self._envs: list[Any] = [None] * size
         self._gates = [_Gate() for _ in range(size)]
+        self._used = [False] * size  # lent since its last reset
 
     @contextlib.asynccontextmanager
     async def lease(self, id: Hashable) -> AsyncIterator[EnvHandle]:
         """``id``'s environment for the duration of the block, which no other call of ``id`` shares."""
+        async with self._lease(id) as (env, _):
+            yield env
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, id: Hashable) -> AsyncIterator[tuple[EnvHandle, bool]]:
+        """:meth:`lease`, and whether this lease made ``id`` the owner of its slot (a new id)."""
         while True:
             slot, new = await self._slots.take(id, self.timeout)
             lent = False
@@ -351,8 +358,11 @@ class ResourcePool:
                     env = self._envs[slot]
                     if env is None:
                         env = self._envs[slot] = await _make(self.env_cls)
+                    elif new and self._used[slot] and callable(getattr(env, "reset", None)):
+                        await maybe_await(env.reset)  # a new id never gets what another id left behind
+                    self._used[slot] = True
                     lent = True
-                    yield EnvHandle(env, id)
+                    yield EnvHandle(env, id), new
                     return
             except BaseException:
                 # cancelled (or failed to make the env) before the id ever had it: nothing is kept
@@ -365,14 +375,20 @@ class ResourcePool:
         with ``seed``, reset it with that seed first. If that fails (or is cancelled), a
         new id is left holding nothing. Step it through :meth:`call` or a stateful tool,
         which keep one call per id at a time."""
-        new = self._slots.held(id) is None
-        async with self.lease(id) as env:
+        async with self._lease(id) as (env, new):
             if seed is not None:
                 try:
                     await env.reset(seed=seed)
                 except BaseException:
-                    if new and self._slots.held(id) is not None:
-                        self._slots.give_back(id)  # a failed acquire takes nothing
+                    # A failed acquire takes nothing. Whether the id is new is known only once
+                    # its lease took the slot: another acquire of the same id may have failed
+                    # and given its slot back in the meantime.
+                    slot = self._slots.held(id)
+                    if new and slot is not None:
+                        # its reset did not finish: the env is not lent again, the next id gets a new one
+                        dropped, self._envs[slot] = self._envs[slot], None
+                        self._slots.give_back(id)
+                        await _close(dropped)
                     raise
             return env
 
@@ -393,6 +409,7 @@ class ResourcePool:
             try:
                 if env is not None and callable(getattr(env, "reset", None)):
                     await maybe_await(env.reset)
+                    self._used[slot] = False
             except BaseException:
                 # an env that cannot reset is not lent again: the next id gets a new one
                 self._envs[slot] = None
