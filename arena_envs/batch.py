@@ -105,6 +105,13 @@ def row(tree: Any, i: int) -> Any:
     return tree[i]
 
 
+def row_copy(tree: Any, i: int) -> Any:
+    """A copy of world ``i`` of (nested dicts of) batched arrays."""
+    if isinstance(tree, dict):
+        return {k: row_copy(v, i) for k, v in tree.items()}
+    return np.array(tree[i])
+
+
 class Batch(Generic[State]):
     """``size`` worlds of one scenario, their generators and their autoreset bookkeeping."""
 
@@ -119,6 +126,9 @@ class Batch(Generic[State]):
         self.rngs: list[np.random.Generator | None] = [None] * self.size
         self.needs_reset = np.zeros(self.size, bool)  # worlds that ended on the last autostep
         self.begun = np.zeros(self.size, bool)  # worlds reset at least once
+        # where observations go: None for new arrays each time, or the arrays of the scenario's
+        # ``observation_layout`` to overwrite (a scenario whose ``observe`` takes ``out``)
+        self.obs_out: Any = None
 
     # -- worlds --------------------------------------------------------------------------
 
@@ -149,7 +159,9 @@ class Batch(Generic[State]):
         return self.scenario.step(self.state, actions, active)
 
     def observe(self) -> Any:
-        return self.scenario.observe(self.state)
+        if self.obs_out is None:
+            return self.scenario.observe(self.state)
+        return self.scenario.observe(self.state, self.obs_out)
 
     def info(self, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The scenario's info with Gymnasium's ``_key`` masks (true where ``mask`` is, default all)."""
@@ -195,8 +207,9 @@ class Batch(Generic[State]):
     def _final(self, obs: Any, info: dict[str, Any], done: np.ndarray) -> dict[str, Any]:
         """The SAME_STEP entries for the worlds ``done``, as Gymnasium's SyncVectorEnv lays them out."""
         final_obs = np.full(self.size, None, dtype=object)
+        take = row if self.obs_out is None else row_copy  # arrays that the next observe overwrites: copies
         for i in done:
-            final_obs[i] = row(obs, i)
+            final_obs[i] = take(obs, i)
         mask = np.zeros(self.size, bool)
         mask[done] = True
         return {"final_obs": final_obs, "_final_obs": mask, "final_info": self.info(mask), "_final_info": mask}

@@ -152,6 +152,30 @@ class ArenaVectorEnv(VectorEnv):
             terminated, truncated = (np.repeat(end[:, None], len(self.agents), 1) for end in (terminated, truncated))
         return obs, reward.astype(np.float64), terminated, truncated, info
 
+    # -- observations written in place (what a worker of ShardedVectorEnv uses) ------------
+
+    def observation_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]] | None:
+        """The arrays (shape of one world, dtype) the scenario writes its observations into,
+        or None when its ``observe`` cannot write into given arrays. See :meth:`observe_into`."""
+        layout = getattr(self.scenario, "observation_layout", None)
+        return None if layout is None or self.agents else layout()
+
+    def observation_views(self, out: dict[str, np.ndarray]) -> Any:
+        """The observation as views of the arrays ``out`` of :meth:`observation_layout` (any batch size)."""
+        return self.scenario.observation_views(out)
+
+    def observe(self) -> Any:
+        """The observation of every world now (what the last ``reset`` or ``step`` returned)."""
+        return self.batch.observe()
+
+    def observe_into(self, out: dict[str, np.ndarray] | None) -> None:
+        """From now on ``reset`` and ``step`` write observations into ``out`` (arrays of
+        :meth:`observation_layout` with a leading axis of ``num_envs``) and return views of
+        them, which the next call overwrites; ``None`` goes back to new arrays each call."""
+        if out is not None and self.observation_layout() is None:
+            raise ValueError("this scenario's observations cannot be written into given arrays")
+        self.batch.obs_out = out
+
     def decode(self, actions: Any) -> ToolActions:
         """The batch of structured actions as the core's arrays (a ``ToolActions`` passes as it is)."""
         if isinstance(actions, ToolActions):

@@ -158,6 +158,7 @@ class Foraging:
             "time_left": spaces.Box(0, p.max_ticks, (1,), F32),
         })
         self.action_space = tool_action_space(p, resources=R, recipes=0, stations=0)
+        self._layout = self.observation_layout()
 
     def init_state(self, batch: int) -> WorldState:
         return WorldState.zeros(batch, 1, self.slots, self.sizes[2], len(self.params.item_names))
@@ -266,22 +267,44 @@ class Foraging:
 
     # -- observation and info ------------------------------------------------------------
 
-    def observe(self, s: WorldState) -> dict[str, np.ndarray]:
+    def observation_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The arrays :meth:`observe` fills, as (shape of one world, dtype): the observation's
+        entries are views of them (``resources`` and ``hazards`` share one entity table)."""
+        p, (R, H, O) = self.params, self.sizes
+        columns = 5 + max(len(p.resource_types), len(HAZARD_TYPES))
+        return {"agent": ((7,), np.dtype(F32)), "table": ((1, R + H, columns), np.dtype(F32)),
+                "obstacles": ((1, O, 4), np.dtype(F32)), "inventory": ((len(p.item_names),), np.dtype(F32)),
+                "last_action": ((2,), np.dtype(np.int64)), "time_left": ((1,), np.dtype(F32))}
+
+    def observation_views(self, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The observation whose entries are views of the arrays ``out`` (:meth:`observation_layout`)."""
         p, slots = self.params, self.slots
-        # one agent: the (B, 1) columns join along axis 1 into (B, 7) and (B, 2)
-        agent = np.concatenate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z), axis=1, dtype=F32)
-        last_action = np.concatenate((s.last_tool, s.last_code), axis=1, dtype=np.int64)
-        obstacles = relative(s, s.obst_x, s.obst_z)
-        table = entity_table(p, slots, s, max(len(p.resource_types), len(HAZARD_TYPES)), obstacles)[:, 0]
+        table = out["table"][:, 0]
         return {
-            "agent": agent,
+            "agent": out["agent"],
             "resources": table[:, slots.res, :5 + len(p.resource_types)],
             "hazards": table[:, slots.haz, :5 + len(HAZARD_TYPES)],
-            "obstacles": obstacle_table(p, s, obstacles)[:, 0],
-            "inventory": s.inventory[:, 0].astype(F32),
-            "last_action": last_action,
-            "time_left": np.subtract(p.max_ticks, s.tick[:, None], dtype=F32),
+            "obstacles": out["obstacles"][:, 0],
+            "inventory": out["inventory"],
+            "last_action": out["last_action"],
+            "time_left": out["time_left"],
         }
+
+    def observe(self, s: WorldState, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """The observation of every world, written into ``out`` (arrays of :meth:`observation_layout`
+        with the batch axis in front) when given, else into new arrays."""
+        p, slots = self.params, self.slots
+        if out is None:
+            out = {key: np.empty((s.batch_size, *shape), dtype) for key, (shape, dtype) in self._layout.items()}
+        # one agent: the (B, 1) columns join along axis 1 into (B, 7) and (B, 2)
+        np.concatenate((s.x, s.z, s.health, s.energy, s.moving, s.target_x, s.target_z), axis=1, out=out["agent"])
+        np.concatenate((s.last_tool, s.last_code), axis=1, out=out["last_action"])
+        obstacles = relative(s, s.obst_x, s.obst_z)
+        entity_table(p, slots, s, max(len(p.resource_types), len(HAZARD_TYPES)), obstacles, out["table"])
+        obstacle_table(p, s, obstacles, out["obstacles"])
+        np.copyto(out["inventory"], s.inventory[:, 0], casting="same_kind")
+        np.subtract(p.max_ticks, s.tick[:, None], dtype=F32, out=out["time_left"])
+        return self.observation_views(out)
 
     def info(self, s: WorldState) -> dict[str, np.ndarray]:
         collected = s.collected[:, 0]

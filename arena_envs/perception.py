@@ -68,20 +68,21 @@ TABLE_COLUMNS = ("visible", "in_query", "dx", "dz", "distance")
 
 
 def entity_table(params: WorldParams, slots: EntitySlots, s: WorldState, n_kinds: int,
-                 obstacles: tuple) -> np.ndarray:
+                 obstacles: tuple, out: np.ndarray | None = None) -> np.ndarray:
     """The observation rows of every point entity for every agent: (B, A, E, 5 + n_kinds).
 
     Columns: visible, in the last ``query_world`` result, dx, dz, distance, then the
     entity's kind one-hot (kinds of its own category). Rows neither visible nor queried
     are zero. Perception reaches ``perception_radius`` and needs a clear line of sight;
     a query ignores line of sight (DESIGN §5). Scenarios slice the rows per category.
-    ``obstacles`` are the agents' offsets to the obstacles (:func:`relative`).
+    ``obstacles`` are the agents' offsets to the obstacles (:func:`relative`). ``out``, when
+    given, is the array of that shape to fill (every element is written) and return.
     """
     dx, dz, d2 = relative(s, s.ent_x, s.ent_z)
     present = s.ent_alive[:, None, :]
     visible = line_of_sight(s, obstacles, s.ent_x, s.ent_z, d2,
                             (d2 <= F32(params.perception_radius**2)) & present & s.alive[:, :, None], (dx, dz))
-    table = np.empty(d2.shape + (len(TABLE_COLUMNS) + n_kinds,), F32)
+    table = np.empty(d2.shape + (len(TABLE_COLUMNS) + n_kinds,), F32) if out is None else out
     table[..., 0] = visible
     asked = (s.last_tool == QUERY_WORLD) & s.acted  # a query answers once, not while the agent carries on
     if any_true(asked):
@@ -122,15 +123,15 @@ def table_bounds(params: WorldParams, n_kinds: int) -> tuple[np.ndarray, np.ndar
     return low, high
 
 
-def obstacle_table(params: WorldParams, s: WorldState, obstacles: tuple) -> np.ndarray:
-    """Obstacles near each agent: (B, A, O, 4) rows of visible, dx, dz, radius.
+def obstacle_table(params: WorldParams, s: WorldState, obstacles: tuple, out: np.ndarray | None = None) -> np.ndarray:
+    """Obstacles near each agent: (B, A, O, 4) rows of visible, dx, dz, radius (filling ``out`` if given).
 
     An obstacle is visible when any part of it lies within the perception radius.
     """
     dx, dz, d2 = obstacles
     reach = F32(params.perception_radius) + s.obst_r
     seen = ((d2 <= (reach * reach)[:, None, :]) & (s.obst_r > 0)[:, None, :] & s.alive[:, :, None]).astype(F32)
-    table = np.empty(seen.shape + (4,), F32)
+    table = np.empty(seen.shape + (4,), F32) if out is None else out
     table[..., 0] = seen
     if d2.size <= FEW_ROWS:  # as in entity_table
         table[..., 1] = dx

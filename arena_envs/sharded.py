@@ -4,9 +4,9 @@ A native vector env steps all its worlds in the same numpy operations, on one co
 use every core, :class:`ShardedVectorEnv` cuts a batch of ``num_envs`` worlds into
 ``num_workers`` contiguous slices, each stepped by a native vector env of its own: slice 0
 in this process (while the others step, so no core waits), slice ``k >= 1`` in worker
-process ``k``. Actions, observations, rewards and episode ends travel through shared
-memory (``multiprocessing.shared_memory``, seen as numpy arrays on both sides); only the
-small info dicts and the commands go through pipes::
+process ``k``. Actions, observations, rewards, episode ends and the usual info entries
+travel through shared memory (``multiprocessing.shared_memory``, seen as numpy arrays on
+both sides); only commands and unusual infos (``final_obs``) go through pipes::
 
     from arena_envs.sharded import ShardedVectorEnv
 
@@ -29,9 +29,16 @@ It is a Gymnasium ``VectorEnv`` that behaves like the unsharded batch:
 |                   | and the env closes                                                             |
 | ``close()``       | stops and joins every worker process, frees the shared memory                  |
 
-Observations are copied out of shared memory unless ``copy=False``, in which case they are
-views that the next ``step`` or ``reset`` overwrites (what a trainer that copies them into
-its own buffers wants: no copy at all).
+Nothing big travels through pipes: a step sends each worker one short message (the actions
+are already in shared memory) and gets one back. A native batch that can write its
+observations into given arrays (:meth:`~arena_envs.envs.ArenaVectorEnv.observe_into`)
+writes them straight into shared memory; the others' are copied there. With the default
+``copy=True`` the caller owns the observations it gets, which no later call changes: they
+come from sets of shared arrays handed out in turn, a set being written again only once
+nobody holds any of its arrays (their reference counts say so), so no copy is made unless
+the caller keeps every set. With ``copy=False`` they are views of one set that the next
+``step`` or ``reset`` overwrites (what a trainer that copies them into its own buffers
+wants). Arrays still held when the env closes stay readable.
 """
 
 from __future__ import annotations
@@ -39,9 +46,11 @@ from __future__ import annotations
 import functools
 import multiprocessing as mp
 import os
+import pickle
 import signal
+import sys
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -125,59 +134,154 @@ class _Block:
     def paths(self) -> list[tuple]:
         return [path for path, _, _ in self.layout]
 
+    def free(self, in_use: bool) -> None:
+        """Unlink the block; unmap it too unless arrays handed out of it may still be in use
+        (unmapping memory that a live array points to would crash the process that reads it:
+        such a block stays mapped, in :data:`_KEPT`, until this process ends)."""
+        try:
+            self.shm.unlink()
+        except FileNotFoundError:
+            pass
+        if in_use:
+            _KEPT.append(self.shm)
+        else:
+            self.shm.close()
+
+
+_KEPT: list[SharedMemory] = []  # blocks whose arrays outlived their env (see _Block.free)
+
+
+def _refcounts(objects: Sequence[Any]) -> list[int]:
+    """Each object's reference count: more than when it was handed out means someone kept it."""
+    return [sys.getrefcount(obj) for obj in objects]
+
+
+def _info_layout(info: dict[str, Any]) -> list[tuple[tuple, tuple[int, ...], np.dtype]] | None:
+    """(path, shape of one world, dtype) of every entry of an info of one world, or None when
+    some entry cannot live in shared memory (an object array, a scalar)."""
+    layout = []
+    for path, value in _leaves(info):
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf" or value.shape[:1] != (1,):
+            return None
+        layout.append((path, value.shape[1:], value.dtype))
+    return layout
+
+
+# -- one shard: a native batch and its views of the shared arrays ---------------------------------
+
+
+class _Shard:
+    """Worlds ``lo:hi``: their native batch and its views of the shared blocks.
+
+    Observations go to one of several sets of shared arrays (the one each call names):
+    written by the native batch itself when it can (:meth:`ArenaVectorEnv.observe_into`),
+    else copied there. A worker also puts its rewards, episode ends and (when it has the
+    usual keys) its info there; the shard in the parent process hands them over directly.
+    """
+
+    def __init__(self, envs: VectorEnv, lo: int, hi: int, obs: Sequence[_Block], out: _Block, act: _Block,
+                 info: _Block | None, direct: bool):
+        self.envs, self.direct = envs, direct
+        self.obs_sets = [block.arrays(lo, hi) for block in obs]
+        self.obs_dicts = [{path[0]: array for path, array in zip(block.paths, arrays, strict=True)}
+                          for block, arrays in zip(obs, self.obs_sets, strict=True)] if direct else []
+        self.out = out.arrays(lo, hi)
+        self.actions = _build(act.paths, act.arrays(lo, hi))
+        self.info_layout = info.layout if info is not None else None
+        self.info = info.arrays(lo, hi) if info is not None else None
+        self.last_obs: Any = None  # what the native batch last returned (when it cannot write in place)
+
+    def observed(self, j: int, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(...)``, its observation (first of its results) landing in set ``j``."""
+        if self.direct:
+            self.envs.observe_into(self.obs_dicts[j])
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.envs.observe_into(None)
+        result = call(*args, **kwargs)
+        self.last_obs = result[0]
+        _write(self.obs_sets[j], self.last_obs)
+        return result
+
+    def reobserve(self, j: int) -> None:
+        """Put the current observation in set ``j`` (for a reset that leaves this shard's worlds alone)."""
+        if self.direct:
+            self.observed(j, lambda: (self.envs.observe(),))
+        elif self.last_obs is not None:
+            _write(self.obs_sets[j], self.last_obs)
+
+    def run(self, command: str, data: Any, j: int | None) -> Any:
+        """Carry out one command of the parent; the reply's data."""
+        if command == "step":
+            result = self.observed(j, self.envs.step, self.actions if data is None else data)
+            for view, value in zip(self.out, result[1:4], strict=True):
+                view[...] = value
+            info = result[4]
+            if self.info is not None and _fits(info, self.info_layout):
+                for view, (_, value) in zip(self.info, _leaves(info), strict=True):
+                    view[...] = value
+                return _IN_SHARED_MEMORY
+            return info
+        if command == "reset":
+            return self.observed(j, self.envs.reset, **data)[1]
+        if command == "reobserve":
+            return self.reobserve(j)
+        if command == "call":
+            name, args, kwargs = data
+            attribute = getattr(self.envs, name)
+            return attribute(*args, **kwargs) if callable(attribute) else attribute
+        raise ValueError(f"unknown command {command!r}")
+
+
+_IN_SHARED_MEMORY = "info in shared memory"
+_STEP = b"s"  # a step whose actions are in shared memory: this byte and the set's index
+_DONE, _REPLY, _ERROR = b"i", b"k", b"e"  # a worker's reply: info in shared memory, pickled data, pickled error
+
+
+def _fits(info: dict[str, Any], layout: list[tuple[tuple, tuple[int, ...], np.dtype]]) -> bool:
+    leaves = _leaves(info)
+    return len(leaves) == len(layout) and all(
+        path == want and type(value) is np.ndarray and value.dtype == dtype and value.shape[1:] == shape[1:]
+        for (path, value), (want, shape, dtype) in zip(leaves, layout, strict=True))
+
 
 # -- the worker ----------------------------------------------------------------------------------
 
 
-def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: _Block, out: _Block,
-            act: _Block, conn: Connection, parent_end: Connection | None) -> None:
+def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: list[_Block], out: _Block,
+            act: _Block, info: _Block | None, direct: bool, conn: Connection, parent_end: Connection | None) -> None:
     """Run a native batch of worlds ``lo:hi`` until told to close (or the parent is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     if parent_end is not None:
         parent_end.close()
-    obs_views, out_views, act_views = obs.arrays(lo, hi), out.arrays(lo, hi), act.arrays(lo, hi)
-    actions = _build(act.paths, act_views)
     envs = None
     try:
         envs = make_native(hi - lo)
-        conn.send(("ok", None))
+        shard = _Shard(envs, lo, hi, obs, out, act, info, direct)
+        conn.send_bytes(_REPLY + pickle.dumps(None))
         while True:
             try:
-                command, data = conn.recv()
+                message = conn.recv_bytes()
             except EOFError:  # the parent died
                 break
+            if message[:1] == _STEP:
+                command, data, j = "step", None, message[1]
+            else:
+                command, data, j = pickle.loads(message)
             if command == "close":
                 break
             try:
-                conn.send(("ok", _handle(envs, command, data, obs_views, out_views, actions)))
+                reply = shard.run(command, data, j)
+                conn.send_bytes(_DONE if reply is _IN_SHARED_MEMORY else _REPLY + pickle.dumps(reply))
             except Exception as error:  # noqa: BLE001  (the parent re-raises it)
-                conn.send(("error", _portable(error)))
+                conn.send_bytes(_ERROR + pickle.dumps(_portable(error)))
     except Exception as error:  # noqa: BLE001  (make_native failed)
-        conn.send(("error", _portable(error)))
+        conn.send_bytes(_ERROR + pickle.dumps(_portable(error)))
     finally:
         if envs is not None:
             envs.close()
         conn.close()
-
-
-def _handle(envs: VectorEnv, command: str, data: Any, obs_views: list[np.ndarray], out_views: list[np.ndarray],
-            actions: Any) -> Any:
-    """Carry out one command on a shard's batch, its arrays going to shared memory; the reply."""
-    if command == "step":
-        result = envs.step(actions if data is None else data)
-        _write(obs_views, result[0])
-        for view, value in zip(out_views, result[1:4], strict=True):
-            view[...] = value
-        return result[4]
-    if command == "reset":
-        observation, info = envs.reset(**data)
-        _write(obs_views, observation)
-        return info
-    if command == "call":
-        name, args, kwargs = data
-        attribute = getattr(envs, name)
-        return attribute(*args, **kwargs) if callable(attribute) else attribute
-    raise ValueError(f"unknown command {command!r}")
 
 
 def _write(views: list[np.ndarray], tree: Any) -> None:
@@ -187,8 +291,6 @@ def _write(views: list[np.ndarray], tree: Any) -> None:
 
 def _portable(error: Exception) -> Exception:
     """``error`` if it pickles, else a RuntimeError with its text."""
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(error))
         return error
@@ -232,6 +334,8 @@ class ShardedVectorEnv(VectorEnv):
     start method (default: the platform's).
     """
 
+    ROTATING_SETS = 2  # sets of observation arrays handed out in turn when copy=True (see _pick_set)
+
     def __init__(self, num_envs: int, num_workers: int | None = None, *, scenario: str | None = None,
                  env_id: str | None = None, make_native: Callable[[int], VectorEnv] | None = None,
                  copy: bool = True, context: str | None = None, **kwargs: Any):
@@ -257,8 +361,8 @@ class ShardedVectorEnv(VectorEnv):
         self._processes: dict[int, mp.process.BaseProcess] = {}  # shard -> its process (shards 1..W-1)
         self._conns: dict[int, Connection] = {}
         self._blocks: list[_Block] = []
-        self._local: VectorEnv | None = None  # shard 0, stepped in this process
-        self._pending: tuple[str, Any] | None = None  # its command, run while the workers run theirs
+        self._local: _Shard | None = None  # shard 0, stepped in this process
+        self._sets: list[tuple[Any, list[Any], list[int], _Block]] = []  # see _handed_out
 
         # a one-world prototype in this process: spaces, metadata, and the arrays' shapes and dtypes
         prototype = make_native(1)
@@ -273,32 +377,44 @@ class ShardedVectorEnv(VectorEnv):
             for name in ("scenario", "agents"):  # what encodings and adapters read off a native batch
                 if hasattr(native, name):
                     setattr(self, name, getattr(native, name))
+            # a native batch that writes its observations into given arrays writes them into ours
+            raw = getattr(type(prototype), "observation_layout", None)
+            raw = raw(prototype) if callable(raw) else None
+            self._direct = raw is not None
             first_obs, _ = prototype.reset(seed=0)
             prototype.action_space.seed(0)
-            _, reward, terminated, truncated, _ = prototype.step(prototype.action_space.sample())
+            _, reward, terminated, truncated, first_info = prototype.step(prototype.action_space.sample())
         finally:
             prototype.close()
         self.autoreset_mode = self.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
 
-        # shared memory: observations; reward, terminated, truncated; actions
-        self._blocks = [
-            _Block([(p, np.shape(v)[1:], np.asarray(v).dtype) for p, v in _leaves(first_obs)], num_envs),
-            _Block([(("reward",), np.shape(reward)[1:], np.asarray(reward).dtype),
-                    (("terminated",), np.shape(terminated)[1:], np.bool_),
-                    (("truncated",), np.shape(truncated)[1:], np.bool_)], num_envs),
-            _Block(_space_leaves(self.single_action_space), num_envs),
-        ]
-        obs, out, act = self._blocks
-        self._obs_paths, self._obs = obs.paths, obs.arrays()
-        self._out, self._act = out.arrays(), act.arrays()
-        self._act_paths = act.paths
-
-        ctx = mp.get_context(context)
+        # shared memory: observation sets (0: the working set, then the rotating ones); reward,
+        # terminated, truncated; actions; info
+        obs_layout = ([((key,), shape, dtype) for key, (shape, dtype) in raw.items()] if self._direct
+                      else [(p, np.shape(v)[1:], np.asarray(v).dtype) for p, v in _leaves(first_obs)])
+        sets = 1 + (self.ROTATING_SETS if copy else 0)
+        info_layout = _info_layout(first_info)
         try:
+            obs = [_Block(obs_layout, num_envs) for _ in range(sets)]
+            self._blocks += obs
+            out = _Block([(("reward",), np.shape(reward)[1:], np.asarray(reward).dtype),
+                          (("terminated",), np.shape(terminated)[1:], np.bool_),
+                          (("truncated",), np.shape(truncated)[1:], np.bool_)], num_envs)
+            act = _Block(_space_leaves(self.single_action_space), num_envs)
+            self._blocks += [out, act]
+            info = _Block(info_layout, num_envs) if info_layout and num_workers > 1 else None
+            if info is not None:
+                self._blocks.append(info)
+            self._act_paths, self._act = act.paths, act.arrays()
+            self._out = out.arrays()
+            self._info = info.arrays() if info is not None else None
+            self._info_paths = [path for path, _, _ in info_layout] if info_layout else None
+
+            ctx = mp.get_context(context)
             for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_worker, name=f"ShardedVectorEnv-worker-{k}", daemon=True,
-                                      args=(k, make_native, lo, hi, obs, out, act, child_end,
+                                      args=(k, make_native, lo, hi, obs, out, act, info, self._direct, child_end,
                                             parent_end if ctx.get_start_method() == "fork" else None))
                 process.start()
                 child_end.close()
@@ -306,9 +422,12 @@ class ShardedVectorEnv(VectorEnv):
                 self._conns[k] = parent_end
             # shard 0 is this process's: it steps while the workers step theirs
             lo, hi = self.bounds[0]
-            self._local = make_native(hi - lo)
-            self._local_views = (obs.arrays(lo, hi), out.arrays(lo, hi), _build(act.paths, act.arrays(lo, hi)))
-            self._gather(range(1, num_workers))  # every worker has built its batch
+            self._local = _Shard(make_native(hi - lo), lo, hi, obs, out, act, None, self._direct)
+            self._sets = [self._handed_out(block) for block in obs]
+            for _, objects, counts, _ in self._sets:
+                counts += _refcounts(objects)
+            self._last_set = 0
+            self._gather(range(1, num_workers), (None, None))  # every worker has built its batch
         except BaseException:
             self.close()
             raise
@@ -321,45 +440,57 @@ class ShardedVectorEnv(VectorEnv):
             super().reset(seed=int(seed))
         seeds = self._split_seeds(seed)
         mask = self._reset_mask(options)
+        j = self._pick_set()
         calls = {}
         for k, (lo, hi) in enumerate(self.bounds):
             worker_options = dict(options or {})
             if mask is not None:
                 if not mask[lo:hi].any():
-                    continue  # none of this worker's worlds resets
+                    calls[k] = ("reobserve", None)  # none of this shard's worlds resets
+                    continue
                 worker_options["reset_mask"] = mask[lo:hi]
-            calls[k] = {"seed": seeds[k], "options": worker_options or None}
-        for k, data in calls.items():
-            self._send(k, "reset", data)
-        infos = self._gather(calls)
-        infos = [infos.get(k, {}) for k in range(self.num_workers)]
-        if mask is not None:  # workers left out report nothing: their worlds' masks are false
+            calls[k] = ("reset", {"seed": seeds[k], "options": worker_options or None})
+        for k, (command, data) in calls.items():
+            if k:
+                self._send(k, command, data, j)
+        local = self._run_local(*calls[0], j)
+        infos = self._gather(range(1, self.num_workers), local)
+        infos = [{} if calls[k][0] == "reobserve" else infos[k] for k in range(self.num_workers)]
+        if mask is not None:  # shards left out report nothing: their worlds' masks are false
             infos = self._fill_missing(infos)
-        return self._observations(), _join_infos(infos, self._sizes)
+        return self._observations(j), _join_infos(infos, self._sizes)
 
     def step(self, actions):
         self._check_open()
-        by_pipe = self._write_actions(actions)
-        for k, (lo, hi) in enumerate(self.bounds):
-            self._send(k, "step", None if by_pipe is None else _slice(by_pipe, lo, hi))
-        infos = self._gather(range(self.num_workers))
-        reward, terminated, truncated = (array.copy() for array in self._out)
-        return (self._observations(), reward, terminated, truncated,
-                _join_infos([infos[k] for k in range(self.num_workers)], self._sizes))
+        by_pipe, local_actions = self._write_actions(actions)
+        j = self._pick_set()
+        for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
+            if by_pipe is None:
+                self._send_bytes(k, _STEP + bytes([j]))
+            else:
+                self._send(k, "step", _slice(by_pipe, lo, hi), j)
+        local = self._run_local("step!", local_actions, j)
+        replies = self._gather(range(1, self.num_workers), local)
+        _, reward, terminated, truncated, local_info = replies[0]
+        parts = [(reward, terminated, truncated)] + [[a[lo:hi] for a in self._out] for lo, hi in self.bounds[1:]]
+        reward, terminated, truncated = (np.concatenate(column) if len(parts) > 1 else column[0].copy()
+                                         for column in zip(*parts, strict=True))
+        infos = [local_info] + [self._worker_info(k, replies[k]) for k in range(1, self.num_workers)]
+        return self._observations(j), reward, terminated, truncated, self._join(infos)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` (or read attribute ``name``) of every worker's native batch."""
         self._check_open()
-        for k in range(self.num_workers):
-            self._send(k, "call", (name, args, kwargs))
-        results = self._gather(range(self.num_workers))
+        for k in range(1, self.num_workers):
+            self._send(k, "call", (name, args, kwargs), None)
+        local = self._run_local("call", (name, args, kwargs), None)
+        results = self._gather(range(1, self.num_workers), local)
         return tuple(results[k] for k in range(self.num_workers))
 
     def render(self) -> np.ndarray | None:
         """The first worker's rendering (its first worlds)."""
         self._check_open()
-        self._send(0, "call", ("render", (), {}))
-        return self._gather([0])[0]
+        return self._gather([], self._run_local("call", ("render", (), {}), None))[0]
 
     def close_extras(self, **kwargs: Any) -> None:
         self.close_workers()
@@ -368,7 +499,7 @@ class ShardedVectorEnv(VectorEnv):
         """Stop every worker (asking first, then terminating) and free the shared memory."""
         for conn in self._conns.values():
             try:
-                conn.send(("close", None))
+                conn.send_bytes(pickle.dumps(("close", None, None)))
             except (OSError, ValueError):
                 pass
         for process in self._processes.values():
@@ -381,15 +512,15 @@ class ShardedVectorEnv(VectorEnv):
                 process.join()
         for conn in self._conns.values():
             conn.close()
-        self._processes, self._conns, self._pending = {}, {}, None
+        self._processes, self._conns = {}, {}
         if self._local is not None:
-            self._local.close()
+            self._local.envs.close()
             self._local = None
-        self._obs = self._out = self._act = []  # views must go before their memory does
-        self._local_views = ()
+        self._out = self._act = self._info = []  # views must go before their memory does
+        in_use = {id(block): _refcounts(objects) != counts for _, objects, counts, block in self._sets}
+        self._sets = []
         for block in self._blocks:
-            block.shm.close()
-            block.shm.unlink()
+            block.free(in_use.get(id(block), False))
         self._blocks = []
         self._closed = True
 
@@ -412,45 +543,92 @@ class ShardedVectorEnv(VectorEnv):
         if self._closed:
             raise RuntimeError("ShardedVectorEnv is closed")
 
-    def _send(self, k: int, command: str, data: Any) -> None:
-        if k == 0:  # run by _gather, once every worker has its command
-            self._pending = (command, data)
-            return
+    def _handed_out(self, block: _Block) -> tuple[Any, list[Any], list[int], _Block]:
+        """A set of observation arrays: the observation the caller is handed (built once, so that
+        the refcounts of its arrays tell whether the caller still holds them), those arrays,
+        their refcounts when nobody else holds them (filled in by the caller), the block."""
+        arrays = block.arrays()
+        if self._direct:
+            tree = self._local.envs.observation_views({path[0]: a for path, a in zip(block.paths, arrays, strict=True)})
+        else:
+            tree = _build(block.paths, arrays)
+        objects = list({id(a): a for a in (*arrays, *(leaf for _, leaf in _leaves(tree)))}.values())
+        return tree, objects, [], block
+
+    def _pick_set(self) -> int:
+        """The observation set this call writes: with ``copy=False`` always the working set 0,
+        whose arrays the caller gets as views; with ``copy=True`` a rotating set none of whose
+        arrays anyone still holds (their refcounts are as when they were made), handed out
+        as it is, so the caller owns arrays no later call writes, without a copy; or, when
+        the caller holds every rotating set, set 0, copied out."""
+        if self.copy:
+            for offset in range(1, len(self._sets)):
+                j = 1 + (self._last_set + offset - 1) % (len(self._sets) - 1)
+                _, objects, counts, _ = self._sets[j]
+                if _refcounts(objects) == counts:
+                    self._last_set = j
+                    return j
+        self._last_set = 0
+        return 0
+
+    def _observations(self, j: int):
+        tree = self._sets[j][0]
+        if j == 0 and self.copy:
+            return _copy_tree(tree)
+        return dict(tree) if isinstance(tree, dict) else tree
+
+    def _run_local(self, command: str, data: Any, j: int | None) -> tuple[Any, Exception | None]:
+        """Shard 0's part of a call (run while the workers run theirs): (its reply, its error)."""
         try:
-            self._conns[k].send((command, data))
+            if command == "step!":  # the whole step result, for this process to join
+                return self._local.observed(j, self._local.envs.step, data), None
+            return self._local.run(command, data, j), None
+        except Exception as error:  # noqa: BLE001  (raised once the workers have answered)
+            return None, error
+
+    def _send(self, k: int, command: str, data: Any, j: int | None) -> None:
+        self._send_bytes(k, pickle.dumps((command, data, j)))
+
+    def _send_bytes(self, k: int, message: bytes) -> None:
+        try:
+            self._conns[k].send_bytes(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as error:
             self._fail(k, f"its pipe broke ({error})")
 
-    def _gather(self, workers) -> dict[int, Any]:
-        """Every listed shard's reply (shard 0 runs here first); a dead worker raises RuntimeError."""
-        workers = list(workers)
-        replies, error = {}, None
-        if 0 in workers:
-            (command, data), self._pending = self._pending, None
+    def _gather(self, workers, local: tuple[Any, Exception | None]) -> dict[int, Any]:
+        """Shard 0's reply and every listed worker's; a dead worker raises RuntimeError."""
+        replies, error = {0: local[0]}, local[1]
+        for k in workers:
             try:
-                replies[0] = _handle(self._local, command, data, *self._local_views)
-            except Exception as local_error:  # noqa: BLE001  (raised once the workers have answered)
-                error = local_error
-        waiting = {self._conns[k]: k for k in workers if k != 0}
-        sentinels = {self._processes[k].sentinel: k for k in workers if k != 0}
-        while waiting:
-            for ready in wait([*waiting, *(s for s, k in sentinels.items() if k in waiting.values())]):
-                if ready in waiting:
-                    k = waiting.pop(ready)
-                    try:
-                        status, data = ready.recv()
-                    except (EOFError, OSError):
-                        self._fail(k, "its pipe closed")
-                    if status == "error":
-                        error = error or data
-                    replies[k] = data
-                elif sentinels[ready] in waiting.values():
-                    k = sentinels[ready]
-                    if not self._conns[k].poll():  # died without a reply
-                        self._fail(k, "it exited")
+                message = self._conns[k].recv_bytes()  # a dead worker's pipe ends: no hang
+            except (EOFError, OSError):
+                self._fail(k, "its pipe closed")
+            tag = message[:1]
+            if tag == _DONE:
+                replies[k] = _IN_SHARED_MEMORY
+            elif tag == _REPLY:
+                replies[k] = pickle.loads(message[1:])
+            else:
+                error = error or pickle.loads(message[1:])
         if error is not None:
             raise error
         return replies
+
+    def _worker_info(self, k: int, reply: Any) -> dict[str, Any]:
+        if reply is not _IN_SHARED_MEMORY:
+            return reply
+        lo, hi = self.bounds[k]
+        return _build(self._info_paths, [a[lo:hi] for a in self._info])
+
+    def _join(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
+        """The shards' infos joined along the batch axis (quickly when all have the usual entries)."""
+        if self._info_paths is not None:
+            leaves = [_leaves(info) for info in infos]
+            if all([path for path, _ in part] == self._info_paths for part in leaves):
+                return _build(self._info_paths, [np.concatenate(column) for column in
+                                                 zip(*[[value for _, value in part] for part in leaves],
+                                                     strict=True)])
+        return _join_infos(infos, self._sizes)
 
     def _fail(self, k: int, why: str) -> None:
         lo, hi = self.bounds[k]
@@ -460,27 +638,25 @@ class ShardedVectorEnv(VectorEnv):
         self.close_workers(timeout=1.0)
         raise RuntimeError(f"ShardedVectorEnv {message}; the env is closed")
 
-    def _observations(self):
-        arrays = [a.copy() for a in self._obs] if self.copy else self._obs
-        return _build(self._obs_paths, arrays)
-
-    def _write_actions(self, actions) -> Any:
-        """Put ``actions`` in shared memory; returns them instead when they must travel by pipe
-        (anything the buffers cannot hold exactly: the native env then judges them itself)."""
+    def _write_actions(self, actions) -> tuple[Any, Any]:
+        """Put the workers' ``actions`` in shared memory; returns (None, shard 0's actions), or
+        (``actions``, shard 0's slice of them) when they must travel by pipe (anything the buffers
+        cannot hold exactly: the native env then judges them itself)."""
         given = dict(_leaves(actions)) if isinstance(actions, (dict, np.ndarray, list, tuple)) else {}
+        lo, hi = self.bounds[0]
         if set(given) == set(self._act_paths):
             values = [np.asarray(given[path]) for path in self._act_paths]
             fits = all(v.shape == view.shape and np.can_cast(v.dtype, view.dtype, "safe")
                        for v, view in zip(values, self._act, strict=True))
             if fits:
                 for view, value in zip(self._act, values, strict=True):
-                    view[...] = value
-                return None
+                    view[hi:] = value[hi:]
+                return None, _build(self._act_paths, [value[lo:hi] for value in values])
         if not hasattr(actions, "take") and not all(np.shape(v)[:1] == (self.num_envs,) for _, v in
                                                      _leaves(actions)):
             raise ValueError(f"actions must be a batch of {self.num_envs} (arrays with that leading axis, "
                              f"shaped like {self.action_space})")
-        return actions
+        return actions, _slice(actions, lo, hi)
 
     def _split_seeds(self, seed) -> list[Any]:
         """Each worker's seeds: ``None``, or one per world (world ``i`` of seed ``s`` gets ``s + i``)."""
@@ -496,6 +672,12 @@ class ShardedVectorEnv(VectorEnv):
         """Infos for the workers that did not reset: every key of the others', masked out."""
         template = next(info for info in infos if info)
         return [info or _masked_like(template, n) for info, n in zip(infos, self._sizes, strict=True)]
+
+
+def _copy_tree(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {key: _copy_tree(value) for key, value in tree.items()}
+    return tree.copy()
 
 
 def _arena_vector_env(cls: type, scenario: str, kwargs: dict[str, Any], num_envs: int) -> VectorEnv:

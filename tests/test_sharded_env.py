@@ -215,6 +215,60 @@ def test_observations_are_copies_unless_asked():
         views.close()
 
 
+def test_observations_kept_across_steps_never_change():
+    """copy=True hands out sets of shared arrays in turn, never one the caller still holds: whole
+    observations, a single entry, or only a view of one stay as they were, step after step."""
+    native = ArenaVectorEnv(6, "foraging", **SHORT)
+    sharded = ShardedVectorEnv(6, 2, scenario="foraging", **SHORT)
+    try:
+        first, _ = sharded.reset(seed=4)
+        expected_first = native.reset(seed=4)[0]
+        native.action_space.seed(1)
+        kept, agent_only, column_only = [], [], []
+        for t in range(40):
+            actions = native.action_space.sample()
+            expected = native.step(actions)[0]
+            obs = sharded.step(actions)[0]
+            assert_tree_equal(expected, obs, f"step {t}")
+            if t % 3 == 0:
+                kept.append((obs, {k: v.copy() for k, v in expected.items()}))
+            elif t % 3 == 1:
+                agent_only.append((obs["agent"], expected["agent"].copy()))
+            else:
+                column_only.append((obs["resources"][:, :, 4], expected["resources"][:, :, 4].copy()))
+            del obs
+        assert_tree_equal(first, expected_first, "the reset's observation")
+        for obs, want in kept:
+            assert_tree_equal(obs, want)
+        for got, want in agent_only + column_only:
+            np.testing.assert_array_equal(got, want)
+    finally:
+        sharded.close()
+
+
+def test_observations_outlive_the_env():
+    """Arrays handed out of shared memory stay readable after close (their memory is not unmapped
+    under them): in a child process, since reading unmapped memory would crash this one."""
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from arena_envs.sharded import ShardedVectorEnv\n"
+        "for copy in (True, False):\n"
+        "    envs = ShardedVectorEnv(4, 2, scenario='foraging', copy=copy)\n"
+        "    obs, _ = envs.reset(seed=0)\n"
+        "    step = envs.step(envs.action_space.sample())[0]\n"
+        "    want = {k: v.copy() for k, v in obs.items()}\n"
+        "    envs.close()\n"
+        "    assert all(np.array_equal(obs[k], want[k]) for k in obs) or not copy\n"
+        "    print(float(obs['agent'].sum() + step['agent'].sum()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) == 2
+
+
 def test_close_leaves_no_process_behind():
     sharded = ShardedVectorEnv(6, 3, scenario="foraging")  # this process and 2 workers
     pids = [p.pid for p in sharded._processes.values()]
