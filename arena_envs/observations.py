@@ -6,6 +6,7 @@ tool-calling user asks for them; the simulation never touches them.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import reprlib
 from dataclasses import dataclass, field
@@ -174,11 +175,36 @@ class Observation:
     custom: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (messages use the seed's ``from`` key)."""
-        data = dataclasses.asdict(self)
-        data["inventory"] = [dataclasses.asdict(item) for item in self.inventory]
-        data["messages"] = [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in self.messages]
-        return data
+        """Plain JSON-ready data, as ``dataclasses.asdict`` makes it (every container a fresh
+        copy), except that messages use the seed's ``from`` key.
+
+        Written out field by field: ``asdict`` walks and deep-copies every leaf generically,
+        which made it ten times slower, and a server sends one of these for every step of
+        every session (``tests/test_serve_sessions.py`` checks the two agree).
+        """
+        result = self.last_action_result
+        return {
+            "agent_id": self.agent_id, "tick": self.tick, "position": self.position,
+            "rotation": self.rotation, "velocity": self.velocity,
+            "visible_entities": [{"id": e.id, "type": e.type, "position": e.position, "distance": e.distance,
+                                  "metadata": _copied(e.metadata)} for e in self.visible_entities],
+            "nearby_resources": [{"name": r.name, "type": r.type, "position": r.position, "distance": r.distance}
+                                 for r in self.nearby_resources],
+            "nearby_hazards": [{"name": h.name, "type": h.type, "position": h.position, "distance": h.distance,
+                                "damage": h.damage} for h in self.nearby_hazards],
+            "nearby_stations": [{"name": s.name, "type": s.type, "position": s.position, "distance": s.distance,
+                                 "in_use": s.in_use} for s in self.nearby_stations],
+            "inventory": [{"id": i.id, "name": i.name, "quantity": i.quantity} for i in self.inventory],
+            "health": self.health, "energy": self.energy,
+            "available_recipes": {key: {"name": r.name, "inputs": dict(r.inputs), "station_type": r.station_type,
+                                        "ticks": r.ticks} for key, r in self.available_recipes.items()},
+            "last_action_result": None if result is None else {
+                "success": result.success, "error_code": result.error_code, "error_message": result.error_message,
+                "tool": result.tool, "message": result.message},
+            "query_result": _copied(self.query_result), "inventory_details": _copied(self.inventory_details),
+            "messages": [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in self.messages],
+            "custom": _copied(self.custom),
+        }
 
     def to_simple(self) -> SimpleContext:
         return SimpleContext(
@@ -223,6 +249,26 @@ class Observation:
         if status:
             lines.append("status: " + ", ".join(f"{k} {v}" for k, v in status.items()))
         return "\n".join(lines)
+
+
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of plain data, as ``asdict`` makes it: containers anew (a dataclass inside
+    becomes its dict); scalars, and tuples of them, shared (they cannot change)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: item if type(item) in _ATOMS else _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _ATOMS else _copied(item) for item in value]
+    if kind is tuple:
+        return value if all(type(item) in _ATOMS for item in value) else tuple(_copied(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return copy.deepcopy(value)
 
 
 def _point_text(point: EntityInfo) -> str:

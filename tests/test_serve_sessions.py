@@ -4,6 +4,8 @@ steps, and gives its world back when closed (the hub alone, without the network)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -101,21 +103,83 @@ def test_a_closed_or_foreign_handle_can_never_touch_a_world():
     asyncio.run(main())
 
 
+def _asdict_reference(observation):
+    """What ``Observation.to_dict`` promises: ``dataclasses.asdict`` with the seed's ``from`` key."""
+    data = dataclasses.asdict(observation)
+    data["inventory"] = [dataclasses.asdict(item) for item in observation.inventory]
+    data["messages"] = [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in observation.messages]
+    return data
+
+
+def _assert_to_dict_is_asdict(observation):
+    data = observation.to_dict()
+    assert list(data) == [f.name for f in dataclasses.fields(observation)]  # a new field must be written out
+    assert data == _asdict_reference(observation)
+    # every container is a copy: changing the dict leaves the observation as it was
+    for key, value in data.items():
+        original = getattr(observation, key)
+        if isinstance(value, (dict, list)) and value:
+            assert value is not original
+    assert json.loads(json.dumps(data)) == json.loads(json.dumps(_asdict_reference(observation)))
+
+
 @pytest.mark.parametrize("env_id", ["arena_envs/Foraging-v0", "arena_envs/Crafting-v0"])
-def test_the_fast_observation_json_is_to_dict(env_id):
-    from arena_envs.serve.sessions import observation_json
+def test_the_fast_to_dict_is_asdict(env_id):
     from arena_envs.tools import ToolPool
 
     async def main():
         pool = ToolPool(env_id, size=2)
         seen = [await pool.acquire("a", seed=3)]
         for call in ({"tool": "query_world", "params": {"radius": 50}}, {"tool": "query_inventory"},
-                     {"tool": "send_message", "params": {"message": "hi"}}, {"tool": "collect", "params": {}}):
+                     {"tool": "send_message", "params": {"message": "hi"}}, {"tool": "collect", "params": {}},
+                     {"tool": "craft", "params": {"recipe_name": "iron_ingot"}}, {"tool": "move_to"}):
             seen.append((await pool.call(call, id="a")).observation)
         return seen
 
     for observation in asyncio.run(main()):
-        assert observation_json(observation) == observation.to_dict()
+        _assert_to_dict_is_asdict(observation)
+
+
+def test_the_fast_to_dict_is_asdict_for_teams_and_odd_data():
+    from arena_envs import team_capture_v0
+    from arena_envs.observations import (
+        ActionResult,
+        EntityInfo,
+        HazardInfo,
+        Inventory,
+        ItemInfo,
+        Message,
+        Observation,
+        RecipeInfo,
+        ResourceInfo,
+        StationInfo,
+    )
+    from arena_envs.wrappers import ToolCallWrapper
+
+    teams = ToolCallWrapper(team_capture_v0.parallel_env(agents_per_team=2))
+    observations, _ = teams.reset(seed=1)
+    for _ in range(3):
+        for observation in observations.values():
+            _assert_to_dict_is_asdict(observation)
+        say = {"tool": "send_message", "params": {"message": "go", "target_agent": "all"}}
+        observations, *_ = teams.step({name: say for name in observations})
+    odd = Observation(agent_id="x", tick=1, position=(0.0, 0.0, 0.0),
+                      visible_entities=[EntityInfo("e", "agent", (1.0, 0.0, 2.0), 2.2, {"nested": [{"a": (1, 2)}]})],
+                      nearby_resources=[ResourceInfo("Berry1", "berry", (1.0, 0.0, 1.0), 1.4)],
+                      nearby_hazards=[HazardInfo("Pit1", "pit", (2.0, 0.0, 0.0), 2.0, 10.0)],
+                      nearby_stations=[StationInfo("Anvil", "anvil", (3.0, 0.0, 0.0), 3.0, True)],
+                      inventory=Inventory([ItemInfo("i1", "wood", 2)]),
+                      last_action_result=ActionResult(False, "INVALID_PARAMS", "no", "collect", None),
+                      messages=[Message("blue_agent_2", "hi", 3)],
+                      available_recipes={"r": RecipeInfo("r", {"wood": 2}, "workbench", 3)},
+                      query_result={"entities": [{"position": (1.0, 0.0, 1.0), "tags": ["a"]}]},
+                      inventory_details={"wood": {"count": 2}}, custom={"deep": {"list": [1, [2, 3]]}})
+    _assert_to_dict_is_asdict(odd)
+    data = odd.to_dict()
+    data["visible_entities"][0]["metadata"]["nested"][0]["a"] = None
+    data["custom"]["deep"]["list"].append(4)
+    assert odd.visible_entities[0].metadata == {"nested": [{"a": (1, 2)}]}
+    assert odd.custom == {"deep": {"list": [1, [2, 3]]}}
 
 
 def test_arena_serve_refuses_bad_arguments_clearly(capsys):
@@ -129,3 +193,73 @@ def test_arena_serve_refuses_bad_arguments_clearly(capsys):
     assert "impossible" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["foraging", "--env-kwarg", "novalue"])
+
+
+def _openai_message(*calls):
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{k}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        for k, (name, arguments) in enumerate(calls)]}
+
+
+def test_an_assistant_message_with_several_calls_plays_them_as_consecutive_ticks():
+    """Each call of one message is one tick, in order (as ChatEnv plays them); the answer
+    is the last tick's, its reward the ticks' sum, and each call's result is reported."""
+    from arena_envs.tools import ToolPool
+
+    calls = [("query_inventory", {}), ("move_to", {"target": [3, 0, 4]}), ("collect", {"target_name": "Nope"})]
+
+    async def main():
+        hub = make_hub("foraging", max_sessions=2)
+        session = hub.factory()()
+        await session.reset_async(seed=4)
+        answer = await session.step_async(ArenaAction(message=_openai_message(*calls)))
+        pool = ToolPool("arena_envs/Foraging-v0", size=1)  # the same calls one by one, in process
+        await pool.acquire("solo", seed=4)
+        solo = [await pool.call({"tool": name, "params": arguments}, id="solo") for name, arguments in calls]
+        return answer, solo, session.state
+
+    answer, solo, state = asyncio.run(main())
+    parse = answer.info["parse"]
+    assert parse["calls_parsed"] == parse["calls_run"] == 3 and parse["calls_not_run"] == 0
+    assert [r["tool"] for r in parse["results"]] == ["query_inventory", "move_to", "collect"]
+    assert parse["results"] == [dataclasses.asdict(step.observation.last_action_result) for step in solo]
+    assert parse["results"][2]["success"] is False
+    assert answer.observation == solo[-1].observation.to_dict()
+    assert answer.reward == pytest.approx(sum(step.reward for step in solo))
+    assert answer.observation["tick"] == 3
+    assert state.step_count == 1  # one message is one OpenEnv step
+
+
+def test_calls_beyond_the_limit_or_after_the_episode_ended_are_not_run():
+    from arena_envs.serve.sessions import MAX_CALLS
+
+    async def main():
+        hub = make_hub("foraging", max_sessions=2)
+        many = hub.factory()()
+        await many.reset_async(seed=1)
+        over = await many.step_async(ArenaAction(message=_openai_message(*[("idle", {})] * (MAX_CALLS + 3))))
+        short = make_hub("foraging", max_sessions=1, max_ticks=2)  # the episode ends mid-message
+        ending = short.factory()()
+        await ending.reset_async(seed=1)
+        ended = await ending.step_async(ArenaAction(message=_openai_message(*[("idle", {})] * 5)))
+        return over, ended
+
+    over, ended = asyncio.run(main())
+    assert over.info["parse"]["calls_run"] == MAX_CALLS and over.info["parse"]["calls_not_run"] == 3
+    assert over.observation["tick"] == MAX_CALLS
+    assert ended.done and ended.truncated
+    assert ended.info["parse"]["calls_run"] == 2 and ended.info["parse"]["calls_not_run"] == 3
+
+
+def test_treasure_hunt_reports_every_calls_output():
+    async def main():
+        hub = make_hub("treasure_hunt", max_sessions=1)
+        session = hub.factory()()
+        await session.reset_async(seed=2)
+        return await session.step_async(ArenaAction(message=_openai_message(("pwd", {}), ("ls", {}))))
+
+    answer = asyncio.run(main())
+    outputs = [result["output"] for result in answer.info["parse"]["results"]]
+    assert len(outputs) == 2 and outputs[0] != outputs[1]
+    assert outputs[-1] == answer.text
+    assert answer.info["turns"] == 2

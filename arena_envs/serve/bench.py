@@ -49,8 +49,8 @@ def stock_app(scenario: str, max_sessions: int) -> Any:
     from arena_envs.tools import tool_schemas
     from arena_envs.wrappers import ToolCallWrapper
 
-    from .models import ArenaAction, ArenaObservation, ArenaState
-    from .sessions import SCENARIOS, observation_json
+    from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer
+    from .sessions import SCENARIOS
 
     env_id = SCENARIOS[scenario]
 
@@ -66,14 +66,13 @@ def stock_app(scenario: str, max_sessions: int) -> Any:
         def reset(self, seed=None, episode_id=None, **kwargs) -> ArenaObservation:
             obs, _ = self.env.reset(seed=seed)
             self._state = ArenaState(scenario=scenario, seed=seed)
-            return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools)
+            return observation_answer(obs.to_text(), obs.to_dict(), self.tools, first=True)
 
         def step(self, action, timeout_s=None, **kwargs) -> ArenaObservation:
             obs, reward, terminated, truncated, info = self.env.step(action.tool_call())
             self._state.step_count += 1
-            return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools,
-                                    reward=reward, done=terminated or truncated, terminated=terminated,
-                                    truncated=truncated, info=info)
+            return observation_answer(obs.to_text(), obs.to_dict(), self.tools, first=False, reward=reward,
+                                      terminated=terminated, truncated=truncated, info=info)
 
         @property
         def state(self) -> ArenaState:
@@ -83,18 +82,77 @@ def stock_app(scenario: str, max_sessions: int) -> Any:
                       max_concurrent_envs=max_sessions, state_cls=ArenaState)
 
 
+def floor_app(scenario: str, max_sessions: int) -> Any:
+    """The protocol's own cost: an OpenEnv server whose environment does no work at all.
+
+    Every step answers with one of a few observations recorded from a real episode (the same
+    payload a real server sends), so what is left is OpenEnv's app, the WebSocket and JSON
+    per step. No server of any design, on this stack, can step faster than this one.
+    """
+    import gymnasium as gym
+    from openenv.core.env_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+
+    import arena_envs  # noqa: F401
+    from arena_envs.tools import tool_schemas
+    from arena_envs.wrappers import ToolCallWrapper
+
+    from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer
+    from .sessions import SCENARIOS
+
+    env = ToolCallWrapper(gym.make(SCENARIOS[scenario]))
+    tools = tool_schemas(params=env.unwrapped.scenario.params)
+    obs, _ = env.reset(seed=0)
+    first = observation_answer(obs.to_text(), obs.to_dict(), tools, first=True)
+    recorded = []
+    for call in CALLS:
+        obs, reward, terminated, truncated, info = env.step(json.loads(call)["data"])
+        recorded.append(observation_answer(obs.to_text(), obs.to_dict(), tools, first=False, reward=reward,
+                                           terminated=terminated, truncated=truncated, info=info))
+
+    class NoWork(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def reset(self, seed=None, episode_id=None, **kwargs) -> ArenaObservation:
+            return first
+
+        def step(self, action, timeout_s=None, **kwargs) -> ArenaObservation:
+            return recorded[0]
+
+        async def reset_async(self, seed=None, episode_id=None, **kwargs) -> ArenaObservation:
+            return first
+
+        async def step_async(self, action, timeout_s=None, **kwargs) -> ArenaObservation:
+            self.steps += 1
+            return recorded[self.steps % len(recorded)]
+
+        @property
+        def state(self) -> ArenaState:
+            return ArenaState(scenario=scenario, step_count=self.steps)
+
+    return create_app(NoWork, ArenaAction, ArenaObservation, env_name=scenario,
+                      max_concurrent_envs=max_sessions, state_cls=ArenaState)
+
+
 def _run_server(kind: str, scenario: str, port: int, max_sessions: int) -> None:
     """The server process of one benchmark row."""
     import uvicorn
 
-    from .app import MAX_FRAME_BYTES, make_app
+    from .app import MAX_FRAME_BYTES, freeze_heap, make_app
     from .guard import Limits
 
     if kind == "stock":
         app = stock_app(scenario, max_sessions)
+    elif kind == "floor":
+        app = floor_app(scenario, max_sessions)
     else:  # limits well above what the load generator sends: this measures the server, not the guard
         app = make_app(scenario, max_sessions=max_sessions,
                        limits=Limits(ws_rate=1e6, ws_burst=10**6, http_rate=None, idle_timeout=None))
+    freeze_heap()  # both servers: a server tuning, not a batching advantage
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=MAX_FRAME_BYTES,
                 ws_ping_interval=None, backlog=4096)
 

@@ -49,7 +49,8 @@ class ArenaObservation(Observation):
     text: str = Field(default="", description="the observation as prompt text")
     observation: dict[str, Any] | None = Field(
         default=None, description="the structured Observation as JSON (per agent for team sessions)")
-    tools: list[dict[str, Any]] = Field(default_factory=list, description="OpenAI tool schemas")
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="OpenAI tool schemas (in the reset answer; empty in step answers)")
     terminated: bool = Field(default=False, description="the episode ended by its rules")
     truncated: bool = Field(default=False, description="the episode hit its time limit")
     info: dict[str, Any] = Field(default_factory=dict, description="the env's info (score, success, ...)")
@@ -63,3 +64,16 @@ class ArenaState(State):
     scenario: str = Field(default="", description="the scenario served")
     seed: int | None = Field(default=None, description="the seed of the current episode")
     done: bool = Field(default=False, description="whether the current episode is over")
+
+
+def observation_answer(text: str, observation: dict[str, Any] | None, tools: list[dict[str, Any]], *,
+                       first: bool, reward: float | None = None, terminated: bool = False, truncated: bool = False,
+                       info: dict[str, Any] | None = None, arrays: dict[str, Any] | None = None) -> ArenaObservation:
+    """The observation a server answers a reset (``first``) or a step with.
+
+    The tool schemas go with the reset answer only: they do not change within an episode, and
+    they were two thirds of every step's JSON (and of its pydantic validation).
+    """
+    return ArenaObservation(
+        text=text, observation=observation, tools=tools if first else [], reward=None if first else reward,
+        done=terminated or truncated, terminated=terminated, truncated=truncated, info=info or {}, arrays=arrays)

@@ -21,14 +21,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import functools
 import secrets
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -39,7 +38,7 @@ from arena_envs.llm.parsers import parse_reply
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
 
-from .models import ArenaAction, ArenaObservation, ArenaState
+from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer
 
 SCENARIOS = {
     "foraging": "arena_envs/Foraging-v0",
@@ -52,6 +51,16 @@ SCENARIOS = {
 HTTP_WORLDS = 8
 """Worlds kept beyond the session cap for OpenEnv's stateless HTTP ``/reset`` (each request
 makes, resets and closes a session of its own, outside the WebSocket session count)."""
+
+
+class Tick(NamedTuple):
+    """One call carried out: what the world answered, its reward, whether the episode ended,
+    and the call's result as reported in ``info["parse"]["results"]``."""
+
+    outcome: Any
+    reward: float
+    ended: bool
+    result: Any
 
 
 class SessionError(RuntimeError):
@@ -71,54 +80,29 @@ def scenario_name(name: str) -> str:
     raise ValueError(f"unknown scenario {name!r}; served scenarios: {', '.join(SCENARIOS)}")
 
 
-def read_call(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[Any, dict[str, Any] | None]:
-    """The tool call in ``action`` for the tool layer, and the parser's telemetry for an
-    assistant message (None otherwise).
+MAX_CALLS = 8
+"""Calls of one assistant message carried out, in order, one tick each (as ``ChatEnv``'s
+``max_calls``); the rest are not run and are counted in ``info["parse"]["calls_not_run"]``."""
 
-    An assistant message is read by the chat parsers of :mod:`arena_envs.llm.parsers`
-    (every common tool-call format). One call is one step: the first call is carried out
-    and the rest are counted in the telemetry (``calls_ignored``). A message with no
-    readable call goes to the tool layer as it is, which answers INVALID_PARAMS saying why.
+
+def read_calls(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any] | None]:
+    """The tool calls in ``action`` for the tool layer, in order, and the parser's telemetry
+    for an assistant message (None otherwise).
+
+    A plain call object is one call. An assistant message is read by the chat parsers of
+    :mod:`arena_envs.llm.parsers` (every common tool-call format); each call it holds, up to
+    :data:`MAX_CALLS`, is one tick. A message with no readable call goes to the tool layer
+    as it is, which answers INVALID_PARAMS saying why.
     """
     if action.message is None:
-        return action.tool_call(), None
+        return [action.tool_call()], None
     parsed = parse_reply(action.message, tools=tools)
     telemetry = parsed.telemetry()
     if parsed.failure:
-        return action.message, telemetry
-    first = parsed.calls[0]
-    telemetry["calls_ignored"] = len(parsed.calls) - 1
-    return (first.as_call() if first.name else action.message), telemetry
-
-
-_SCALARS = frozenset((str, int, float, bool, type(None)))
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def observation_json(observation: ToolObservation) -> dict[str, Any]:
-    """``observation.to_dict()``, built about ten times faster (``dataclasses.asdict`` deep-copies
-    every leaf; the server sends a fresh one for every step of every session)."""
-    data = _plain(observation)
-    data["messages"] = [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in observation.messages]
-    return data
-
-
-def _plain(value: Any) -> Any:
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict:
-        return {key: _plain(item) for key, item in value.items()}
-    if kind is tuple:
-        return tuple(_plain(item) for item in value)
-    if isinstance(value, list):  # the inventory is a list subclass: a plain list, as asdict makes it
-        return [_plain(item) for item in value]
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
-        if not dataclasses.is_dataclass(value):
-            return copy.deepcopy(value)
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
-    return {name: _plain(getattr(value, name)) for name in names}
+        return [action.message], telemetry
+    calls = [call.as_call() if call.name else action.message for call in parsed.calls]
+    telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
+    return calls[:MAX_CALLS], telemetry
 
 
 def _check_seed(seed: Any) -> int | None:
@@ -233,6 +217,27 @@ class SessionHub(abc.ABC):
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
         """One action in ``session``'s world."""
 
+    async def _play(self, action: ArenaAction, tick: Callable[[Any], Awaitable[Tick]]) -> tuple[Tick, float, Any]:
+        """Carry out ``action``'s calls in order, one ``tick`` each, until the episode ends.
+
+        Returns the last tick, the rewards summed over the ticks, and the parser's telemetry
+        (None for a plain call object) with each call's result in ``results``.
+        """
+        calls, parse = read_calls(action, self.tools)
+        reward, results = 0.0, []
+        for call in calls:
+            last = await tick(call)
+            self.steps += 1
+            reward += last.reward
+            results.append(last.result)
+            if last.ended:
+                break
+        if parse is not None:
+            parse["calls_run"] = len(results)
+            parse["calls_not_run"] += len(calls) - len(results)
+            parse["results"] = results
+        return last, reward, parse
+
     @abc.abstractmethod
     async def _free(self, session: ArenaSession) -> None:
         """Give ``session``'s world back."""
@@ -259,14 +264,19 @@ class PoolHub(SessionHub):
         return self._observation(session, obs, 0.0, False, False, {}, first=True)
 
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
-        call, parse = read_call(action, self.tools)
-        try:
-            step = await self.pool.call(call, id=session.token)
-        except ToolCallError as err:
-            raise SessionError(str(err)) from None
-        self.steps += 1
+        async def tick(call: Any) -> Tick:
+            try:
+                step = await self.pool.call(call, id=session.token)
+            except ToolCallError as err:
+                raise SessionError(str(err)) from None
+            result = step.observation.last_action_result
+            return Tick(step, step.reward, step.terminated or step.truncated,
+                        None if result is None else dataclasses.asdict(result))
+
+        last, reward, parse = await self._play(action, tick)
+        step = last.outcome
         info = step.info if parse is None else {**step.info, "parse": parse}
-        return self._observation(session, step.observation, step.reward, step.terminated, step.truncated, info)
+        return self._observation(session, step.observation, reward, step.terminated, step.truncated, info)
 
     def _observation(self, session: ArenaSession, obs: ToolObservation, reward: float, terminated: bool,
                      truncated: bool, info: dict[str, Any], first: bool = False) -> ArenaObservation:
@@ -274,9 +284,8 @@ class PoolHub(SessionHub):
         if session.world is not None:  # one world's arrays: a copy of its rows, observed alone
             part = self.pool.state.take(np.array([session.world]))
             arrays = {key: value[0].tolist() for key, value in self.pool.scenario.observe(part).items()}
-        return ArenaObservation(text=obs.to_text(), observation=observation_json(obs), tools=self.tools,
-                                reward=None if first else reward, done=terminated or truncated,
-                                terminated=terminated, truncated=truncated, info=info, arrays=arrays)
+        return observation_answer(obs.to_text(), obs.to_dict(), self.tools, first=first, reward=reward,
+                                  terminated=terminated, truncated=truncated, info=info, arrays=arrays)
 
     async def _free(self, session: ArenaSession) -> None:
         await self.pool.release(session.token)
@@ -308,21 +317,25 @@ class TreasureHuntHub(SessionHub):
         if env is None:
             env = self.envs[session.token] = gym.make(SCENARIOS["treasure_hunt"], **self.env_kwargs)
         text, info = env.reset(seed=seed)
-        return self._observation(text, None, False, False, info)
+        return self._observation(text, None, False, False, info, first=True)
 
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
-        call, parse = read_call(action, self.tools)
-        text, reward, terminated, truncated, info = self.envs[session.token].step(call)
-        self.steps += 1
+        env = self.envs[session.token]
+
+        async def tick(call: Any) -> Tick:
+            outcome = env.step(call)
+            return Tick(outcome, outcome[1], outcome[2] or outcome[3], {"output": outcome[0]})
+
+        last, reward, parse = await self._play(action, tick)
+        text, _, terminated, truncated, info = last.outcome
         if parse is not None:
             info = {**info, "parse": parse}
         return self._observation(text, reward, terminated, truncated, info)
 
     def _observation(self, text: str, reward: float | None, terminated: bool, truncated: bool,
-                     info: dict[str, Any]) -> ArenaObservation:
-        return ArenaObservation(text=text, observation={"text": text}, tools=self.tools, reward=reward,
-                                done=terminated or truncated, terminated=terminated, truncated=truncated,
-                                info=info)
+                     info: dict[str, Any], first: bool = False) -> ArenaObservation:
+        return observation_answer(text, {"text": text}, self.tools, first=first, reward=reward,
+                                  terminated=terminated, truncated=truncated, info=info)
 
     async def _free(self, session: ArenaSession) -> None:
         env = self.envs.pop(session.token, None)
@@ -349,7 +362,12 @@ class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self.world: int | None = None
         self.busy = False
         self.closed = False
-        self._state = ArenaState(scenario=hub.scenario)
+        # the episode's state as plain attributes: ``state`` builds OpenEnv's model when asked
+        # (pydantic's checked assignments on every step cost more than the batched numpy step)
+        self.episode_id: str | None = None
+        self.seed: int | None = None
+        self.step_count = 0
+        self.done = False
         hub._made()
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ArenaObservation:
@@ -373,8 +391,7 @@ class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
             raise SessionError("episode_id must be a string of at most 255 characters")
         async with self.hub.turn(self, opening=True):
             observation = await self.hub._reset(self, seed, arrays)
-        self._state = ArenaState(episode_id=episode_id or uuid.uuid4().hex, step_count=0,
-                                 scenario=self.hub.scenario, seed=seed, done=False)
+        self.episode_id, self.seed, self.step_count, self.done = episode_id or uuid.uuid4().hex, seed, 0, False
         return observation
 
     async def step_async(self, action: ArenaAction, timeout_s: float | None = None,
@@ -383,16 +400,17 @@ class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
         if not isinstance(action, ArenaAction):
             raise SessionError(f"expected a tool call, got {type(action).__name__}")
         async with self.hub.turn(self):
-            if self._state.done:
+            if self.done:
                 raise SessionError("the episode is over: reset to start another")
             observation = await self.hub._step(self, action)
-        self._state.step_count += 1
-        self._state.done = observation.done
+        self.step_count += 1
+        self.done = observation.done
         return observation
 
     @property
     def state(self) -> ArenaState:
-        return self._state
+        return ArenaState(episode_id=self.episode_id, step_count=self.step_count, scenario=self.hub.scenario,
+                          seed=self.seed, done=self.done)
 
     def get_metadata(self) -> EnvironmentMetadata:
         from arena_envs import __version__

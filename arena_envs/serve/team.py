@@ -28,8 +28,8 @@ from arena_envs.tools import tool_schemas
 from arena_envs.tools.team_session import TeamCaptureSession
 from arena_envs.world import ToolActions
 
-from .models import ArenaAction, ArenaObservation
-from .sessions import HTTP_WORLDS, ArenaSession, SessionError, SessionHub, observation_json
+from .models import ArenaAction, ArenaObservation, observation_answer
+from .sessions import HTTP_WORLDS, ArenaSession, SessionError, SessionHub
 
 
 class TeamHub(SessionHub):
@@ -133,10 +133,9 @@ class TeamHub(SessionHub):
         for i, world in enumerate(worlds):
             team = observed[i * self.team:(i + 1) * self.team]
             ended = (bool(terminated[world]), bool(truncated[world])) if terminated is not None else (False, False)
-            out[world] = ArenaObservation(
-                text="\n\n".join(obs.to_text() for obs in team),
-                observation={obs.agent_id: observation_json(obs) for obs in team}, tools=self.tools,
-                reward=None if first else float(reward[world]), done=any(ended), terminated=ended[0],
+            out[world] = observation_answer(
+                "\n\n".join(obs.to_text() for obs in team), {obs.agent_id: obs.to_dict() for obs in team},
+                self.tools, first=first, reward=None if first else float(reward[world]), terminated=ended[0],
                 truncated=ended[1], info=infos[i])
         return out
 
