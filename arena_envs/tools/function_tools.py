@@ -67,6 +67,7 @@ class BaseTool:
     stateful: bool = False
     env_cls: type | str | None = None
     pool_size: int | None = None
+    _pool_holder: list[Any] | None = None  # see _pool_box
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -99,8 +100,47 @@ class BaseTool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.stateful and "env" not in kwargs:
+            if "id" in kwargs:
+                direct = self._direct(args, kwargs)
+                if direct is not None:
+                    return direct
             return self.acall(*args, **kwargs)  # a coroutine: stateful tools are awaited
         return self.call(*args, **kwargs)
+
+    def _direct(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The fast path of ``await t(..., id=i)``: the tool's own coroutine, given ``i``'s env,
+        when nothing is left to check or wait for; else None, and :meth:`acall` runs.
+
+        That is when the tool is async, its arguments plainly fit its signature, and its
+        pool lends ``i``'s env without a lease because ``i`` already holds one (``held_env``:
+        the batched arena pool, whose leases hold nothing). Anything else (a new id, an
+        unhashable one, arguments to report) takes the general path, which raises when
+        awaited as before. It runs for every call of a stateful tool, so it does little.
+        """
+        holder = self._pool_holder
+        held_env = getattr(holder[0], "held_env", None) if holder is not None else None
+        if held_env is None:
+            return None
+        call = self.call
+        bound = type(call) is types.MethodType
+        fit = _direct_fit(call.__func__ if bound else call, bound)
+        if fit is None or len(args) >= len(fit.after):
+            return None
+        id = kwargs.pop("id")
+        keys = kwargs.keys()
+        given, required = fit.after[len(args)]
+        if (fit.names is not None and not keys <= fit.names) or not keys.isdisjoint(given) or not required <= keys:
+            kwargs["id"] = id
+            return None
+        try:
+            env = held_env(id)
+        except Exception:  # an id that cannot be looked up: the general path says why
+            env = None
+        if env is None:
+            kwargs["id"] = id
+            return None
+        kwargs["env"] = env
+        return call(*args, **kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """Run the tool and return its result, awaited if ``call`` is async.
@@ -178,6 +218,10 @@ class BaseTool:
     async def _run_in(self, pool: Any, id: Hashable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run this stateful tool in ``id``'s environment of ``pool``."""
         self._bind(args, {**kwargs, "env": None})  # bad arguments take no environment
+        held_env = getattr(pool, "held_env", None)
+        env = None if held_env is None else held_env(id)
+        if env is not None:  # the id's env, lent without a lease (see _direct)
+            return await self._invoke(args, {**kwargs, "env": env})
         async with pool.lease(id) as env:
             return await self._invoke(args, {**kwargs, "env": env})
 
@@ -290,6 +334,29 @@ def _call_shape(function: Callable[..., Any], bound: bool) -> _CallShape:
                       tuple(p.name for p in by_name if p.kind is p.POSITIONAL_OR_KEYWORD),
                       tuple(p.name for p in by_name if p.default is p.empty),
                       any(p.kind is p.VAR_KEYWORD for p in parameters))
+
+
+class _DirectFit(typing.NamedTuple):
+    """When a call of a stateful tool's function plainly fits its signature (see ``BaseTool._direct``)."""
+
+    names: frozenset[str] | None  # the names an argument may be passed by (None: any, it takes **kwargs)
+    # for n positional arguments (n < len): the names they fill, and those still to be passed by name
+    after: tuple[tuple[frozenset[str], frozenset[str]], ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def _direct_fit(function: Callable[..., Any], bound: bool) -> _DirectFit | None:
+    """The fit of an async stateful tool's function (None for a sync one: it has no fast path)."""
+    if not inspect.iscoroutinefunction(function):
+        return None
+    shape = _call_shape(function, bound)
+    after = []
+    for n in range(len(shape.positional) + 1):
+        given = frozenset(shape.positional[:n])
+        if "env" in given:  # the env is passed by name: a positional argument may not fill it
+            break
+        after.append((given, frozenset(shape.required) - given - {"env"}))
+    return _DirectFit(None if shape.open_ended else frozenset(shape.names) - {"env"}, tuple(after))
 
 
 def _defined_in_class(func: Callable[..., Any]) -> bool:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import gc
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -45,22 +45,46 @@ from arena_envs.world import NO_TOOL, OK, ToolActions
 __all__ = ["ArenaHandle", "PoolExhaustedError", "PoolStep", "ToolPool"]
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Hold Python's cyclic garbage collector off while a batch of observations is built.
+_resume_owed = False  # a flush paused the collector and left resuming it to a callback not yet run
+
+
+def _pause_collector() -> bool:
+    """Hold Python's cyclic garbage collector off while a batch is stepped and observed;
+    returns whether :func:`_resume_collector` is to turn it back on.
 
     A flush builds thousands of small objects that all stay alive until their callers take
-    them, so collections in the middle of it find nothing to free, promote everything and
-    soon trigger full collections (measured: a fifth of the pool's time, halved by the
-    pause). The objects hold no reference cycles: reference counting frees them.
+    them, so collections in the middle of it find nothing to free, and one right after it
+    only walks them all to promote them (measured: a tenth of the pool's time). The
+    objects hold no reference cycles: reference counting frees them.
     """
-    enabled = gc.isenabled()
+    resume = gc.isenabled() or _resume_owed  # a flush whose resume is still due: this one resumes too
     gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    return resume
+
+
+def _resume_collector(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Turn the collector back on once the callers woken by the flush have run, when the
+    flush ran on ``loop``, the running loop (most callers drop or read their results at
+    once, and reference counting frees them: the collector then finds little to walk);
+    at once otherwise. A later flush resumes it should ``loop`` close before it gets to it.
+    """
+    global _resume_owed
+    if loop is not None:
+        try:
+            loop.call_soon(_resume_owed_collector)  # queued behind the callers' wake-ups
+            _resume_owed = True
+            return
+        except RuntimeError:  # the loop is closed
+            pass
+    _resume_owed = False
+    gc.enable()
+
+
+def _resume_owed_collector() -> None:
+    global _resume_owed
+    if _resume_owed:
+        _resume_owed = False
+        gc.enable()
 
 
 class _Done(asyncio.Future):
@@ -99,8 +123,11 @@ class ArenaHandle:
     """What a stateful tool on an arena scenario receives as ``env``: its id's world.
 
     ``await env.step(tool_call)`` is ``pool.call(tool_call, id)`` (batched with every other
-    id's call), ``await env.reset(seed=...)`` is ``pool.acquire(id, seed)``.
+    id's call), ``await env.reset(seed=...)`` is ``pool.acquire(id, seed)``. It names the id,
+    not a world: it steps whichever world the id holds when it steps.
     """
+
+    __slots__ = ("pool", "id")
 
     def __init__(self, pool: ToolPool, id: Hashable) -> None:
         self.pool, self.id = pool, id
@@ -124,9 +151,11 @@ class _Lease:
         self.pool, self.id = pool, id
 
     async def __aenter__(self) -> ArenaHandle:
-        if self.pool._slots.held(self.id) is None:
+        env = self.pool.held_env(self.id)
+        if env is None:
             await self.pool._ensure(self.id)
-        return ArenaHandle(self.pool, self.id)
+            env = ArenaHandle(self.pool, self.id)
+        return env
 
     async def __aexit__(self, *exc_info: Any) -> None:
         return None
@@ -161,6 +190,7 @@ class ToolPool:
         self._slots = Slots(size, "world")
         self._pending: _PendingBatch | None = None
         self._inflight: dict[int, _PendingBatch] = {}  # world -> the batch its call waits in
+        self._handles: list[ArenaHandle | None] = [None] * size  # the last handle lent for each world
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -222,6 +252,21 @@ class ToolPool:
         tool (taking a world for a new id)."""
         return _Lease(self, id)
 
+    def held_env(self, id: Hashable) -> ArenaHandle | None:
+        """``id``'s handle when ``id`` already holds a world, else None (without waiting).
+
+        What ``lease(id)`` would lend, for the stateful tools' fast path: a lease of this
+        pool holds nothing for the length of its block (calls queue by world, see
+        :meth:`call`), so an id that holds a world needs none.
+        """
+        world = self._slots.held(id)
+        if world is None:
+            return None
+        handle = self._handles[world]
+        if handle is None or handle.id is not id:  # identity: an id's __eq__ is never called here
+            handle = self._handles[world] = ArenaHandle(self, id)
+        return handle
+
     def monitor(self) -> dict[str, Any]:
         """How many worlds are free and which ids hold the others."""
         free, acquired = self._slots.counts()
@@ -282,24 +327,30 @@ class ToolPool:
         if self._pending is batch:
             self._pending = None
         outcome: dict[int, PoolStep] | BaseException
+        resume = _pause_collector()
+        later = batch.loop if batch.loop is _running_loop() else None  # see _resume_collector
         try:
-            with _collector_paused():
-                outcome = self._advance(batch.worlds, batch.actions) if batch.worlds else {}
+            outcome = self._advance(batch.worlds, batch.actions) if batch.worlds else {}
         except Exception as err:
             outcome = err
         except BaseException:
             outcome = RuntimeError("the pool's batched step was interrupted")
+            later = None  # the loop may never get to a callback
             raise
         finally:
-            for world in batch.worlds:
-                self._inflight.pop(world, None)
-            # Callers wait on the batch even when cancelled (see _Done), so it must always end.
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody is waiting
-                if not batch.done.done():
-                    if isinstance(outcome, BaseException):
-                        batch.done.set_exception(outcome)
-                    else:
-                        batch.done.set_result(outcome)
+            try:
+                for world in batch.worlds:
+                    self._inflight.pop(world, None)
+                # Callers wait on the batch even when cancelled (see _Done), so it must always end.
+                with contextlib.suppress(RuntimeError):  # its loop is closed: nobody is waiting
+                    if not batch.done.done():
+                        if isinstance(outcome, BaseException):
+                            batch.done.set_exception(outcome)
+                        else:
+                            batch.done.set_result(outcome)
+            finally:
+                if resume:
+                    _resume_collector(later)
 
     def _advance(self, worlds: list[int], actions: ToolActions) -> dict[int, PoolStep]:
         """The step of every world in ``worlds`` (their calls already in ``actions``), keyed by world."""

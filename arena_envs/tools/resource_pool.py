@@ -194,7 +194,7 @@ class Slots:
         """The slot ``id`` holds, or None."""
         with self._lock:
             slot = self._owner.get(id)
-            if slot is not None:
+            if slot is not None and self._handed:  # (this runs for every call: nothing handed, nothing to claim)
                 self._claim(id)
             return slot
 
@@ -211,7 +211,8 @@ class Slots:
         """The slot of ``id``, taking a free one (waiting up to ``timeout`` s) for a new id.
 
         Returns ``(slot, new)``: ``new`` is true for the caller that made ``id`` the slot's
-        owner. Raises :class:`PoolExhaustedError` when no slot came free in time.
+        owner (for a slot handed to ``id`` while it waited, the first caller of ``id`` to see
+        it, one of those waiters or a newcomer). Raises :class:`PoolExhaustedError` when no slot came free in time.
         """
         hash(id)  # an unhashable id fails here, before anything changes
         if timeout is not None and math.isinf(timeout):
@@ -220,8 +221,10 @@ class Slots:
             with self._lock:
                 slot = self._owner.get(id)
                 if slot is not None:
+                    # handed to this id's waiters, none of them awake yet: this caller sees it first
+                    first = id in self._handed
                     self._claim(id)
-                    return slot, False
+                    return slot, first
                 if self._free:
                     slot = self._free.popleft()
                     self._owner[id] = slot
