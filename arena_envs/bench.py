@@ -301,6 +301,8 @@ RATIOS = (
     ("Tool calls: ToolPool, 256 async sessions", "Tool calls: ToolCallWrapper loop over 256 single envs"),
     ("Stateful tool (env_cls=Foraging), 256 ids", "Stateful tool baseline: loop over 256 single envs"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock OpenEnv server"),
+    ("Serve foraging 256 sessions: OpenEnv server doing no work", "Serve foraging 256 sessions: stock OpenEnv server"),
+    ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: OpenEnv server doing no work"),
 )
 
 

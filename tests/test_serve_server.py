@@ -348,7 +348,7 @@ def test_the_readme_rollout_runs_against_the_server():
     namespace: dict = {}
 
     async def generate(messages, tools):
-        turns = len(messages) // 2 + 1  # this rollout's turn
+        turns = len(messages) // 3 + 1  # this rollout's turn
         assert {tool["function"]["name"] for tool in tools} >= {"move_to", "collect"}
         name, arguments = ("query_world", {"radius": 50}) if turns % 2 else ("idle", {})
         return {"role": "assistant", "content": "", "tool_calls": [
@@ -359,7 +359,8 @@ def test_the_readme_rollout_runs_against_the_server():
         exec(compile(code.replace("http://127.0.0.1:8000", url), "README.md", "exec"), namespace)
         groups = asyncio.run(namespace["group"](generate, seed=4, size=2))
     for messages, total in groups:
-        assert len(messages) == 1 + 2 * 20  # the opening observation, then a reply and its answer per tick
-        assert messages[2]["role"] == "tool" and messages[2]["tool_call_id"] == "call_1"
-        assert "query result" in messages[2]["content"]
+        assert len(messages) == 1 + 3 * 20  # the opening observation, then per tick a reply, its call's result
+        assert messages[2]["role"] == "tool" and messages[2]["tool_call_id"] == "call_1"  # and what it sees
+        assert json.loads(messages[2]["content"])["tool"] == "query_world"
+        assert messages[3]["role"] == "user" and "query result" in messages[3]["content"]
         assert total == 0.0

@@ -6,8 +6,12 @@ instance per session (``ToolCallWrapper(gym.make(...))``, synchronous ``step``),
 OpenEnv runs in a thread per session. Both servers speak the same wire format (the same
 observation model), run in their own process, and are driven by the same client: N
 WebSocket sessions (in load processes of 128 sessions each), each resetting and then
-stepping as fast as its answers come back. Reported per N: aggregate steps/s and the p50/p99 time from sending a
-step to receiving its answer.
+stepping as fast as its answers come back. Reported per N: aggregate steps/s and the p50/p99
+time from sending a step to receiving its answer.
+
+A third server, whose environment does no work at all (:func:`floor_app`), measures the
+protocol itself: OpenEnv's app, the WebSocket and the JSON of each step. Its steps/s over
+the stock server's is the most that any server on this stack could gain.
 
     arena-bench --only serve --seconds 4
 """
@@ -35,6 +39,10 @@ CALLS = [json.dumps({"type": "step", "data": call}) for call in (
     {"tool": "query_world", "params": {"radius": 15}},
     {"tool": "move_to", "params": {"target": [-12, 0, -9]}},
 )]
+
+
+NO_WORK = "OpenEnv server doing no work"
+"""The row of :func:`floor_app`: what the protocol costs, the ceiling of any server on it."""
 
 
 # -- the stock server --------------------------------------------------------------------
@@ -261,7 +269,7 @@ def _load(url: str, sessions: int, seconds: float) -> dict[str, float]:
 
 
 def measure(scenario: str = "foraging", sessions: tuple[int, ...] = SESSIONS, seconds: float = 4.0,
-            kinds: tuple[str, ...] = ("arena", "stock")) -> dict[str, dict[int, dict[str, float]]]:
+            kinds: tuple[str, ...] = ("arena", "floor", "stock")) -> dict[str, dict[int, dict[str, float]]]:
     """``{kind: {sessions: {"steps_per_s", "p50_us", "p99_us"}}}`` for each server kind."""
     results: dict[str, dict[int, dict[str, float]]] = {kind: {} for kind in kinds}
     with contextlib.ExitStack() as running:
@@ -284,7 +292,7 @@ def bench_rows(seconds: float, scenario: str = "foraging",
         print("serve: skipped (pip install arena-envs[serve])", file=sys.stderr)
         return []
     results = measure(scenario, sessions, max(seconds, 2.0))
-    names = {"arena": "arena-serve", "stock": "stock OpenEnv server"}
+    names = {"arena": "arena-serve", "floor": NO_WORK, "stock": "stock OpenEnv server"}
     rows = []
     for n in sessions:
         for kind, name in names.items():

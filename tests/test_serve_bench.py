@@ -1,0 +1,32 @@
+"""The serve load benchmark runs its three real servers and reads real answers from each
+(its numbers are arena-bench's business; here only that every row is measured)."""
+
+from __future__ import annotations
+
+import json
+
+from arena_envs.serve import bench
+
+
+def test_every_server_of_the_benchmark_answers_and_is_measured():
+    results = bench.measure("foraging", sessions=(2,), seconds=0.3)
+    assert set(results) == {"arena", "floor", "stock"}
+    for kind, by_sessions in results.items():
+        row = by_sessions[2]
+        assert row["steps_per_s"] > 0, kind
+        assert 0 < row["p50_us"] <= row["p99_us"], kind
+
+
+def test_the_floor_server_answers_with_a_real_observation_of_the_scenario():
+    """The floor's payload must be what a real server sends, or its ceiling means nothing."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(bench.floor_app("foraging", max_sessions=2)) as client, client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": {"seed": 0}}))
+        first = json.loads(ws.receive_text())["data"]
+        ws.send_text(bench.CALLS[0])
+        step = json.loads(ws.receive_text())["data"]
+    assert {tool["function"]["name"] for tool in first["observation"]["tools"]} >= {"move_to", "collect"}
+    assert step["observation"]["tools"] == []
+    assert step["observation"]["observation"]["agent_id"] == "agent_1"
+    assert step["observation"]["text"].startswith("tick ")
