@@ -119,6 +119,10 @@ class ActionResult:
     tool: str | None = None
     message: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"success": self.success, "error_code": self.error_code, "error_message": self.error_message,
+                "tool": self.tool, "message": self.message}
+
 
 @dataclass(slots=True)
 class Message:
@@ -198,9 +202,7 @@ class Observation:
             "health": self.health, "energy": self.energy,
             "available_recipes": {key: {"name": r.name, "inputs": dict(r.inputs), "station_type": r.station_type,
                                         "ticks": r.ticks} for key, r in self.available_recipes.items()},
-            "last_action_result": None if result is None else {
-                "success": result.success, "error_code": result.error_code, "error_message": result.error_message,
-                "tool": result.tool, "message": result.message},
+            "last_action_result": None if result is None else result.to_dict(),
             "query_result": _copied(self.query_result), "inventory_details": _copied(self.inventory_details),
             "messages": [{"from": m.from_agent, "content": m.content, "tick": m.tick} for m in self.messages],
             "custom": _copied(self.custom),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import secrets
 import threading
@@ -271,7 +270,7 @@ class PoolHub(SessionHub):
                 raise SessionError(str(err)) from None
             result = step.observation.last_action_result
             return Tick(step, step.reward, step.terminated or step.truncated,
-                        None if result is None else dataclasses.asdict(result))
+                        None if result is None else result.to_dict())
 
         last, reward, parse = await self._play(action, tick)
         step = last.outcome
