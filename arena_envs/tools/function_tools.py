@@ -68,6 +68,7 @@ class BaseTool:
     env_cls: type | str | None = None
     pool_size: int | None = None
     _pool_holder: list[Any] | None = None  # see _pool_box
+    _fit: tuple[Callable[..., Any], _DirectFit | None] | None = None  # (call, its fit), see __call__
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -99,48 +100,42 @@ class BaseTool:
         return _parameters_schema(function, skip_self, self.stateful, f"tool {self.name!r}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.stateful and "env" not in kwargs:
-            if "id" in kwargs:
-                direct = self._direct(args, kwargs)
-                if direct is not None:
-                    return direct
-            return self.acall(*args, **kwargs)  # a coroutine: stateful tools are awaited
-        return self.call(*args, **kwargs)
-
-    def _direct(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The fast path of ``await t(..., id=i)``: the tool's own coroutine, given ``i``'s env,
-        when nothing is left to check or wait for; else None, and :meth:`acall` runs.
-
-        That is when the tool is async, its arguments plainly fit its signature, and its
-        pool lends ``i``'s env without a lease because ``i`` already holds one (``held_env``:
-        the batched arena pool, whose leases hold nothing). Anything else (a new id, an
-        unhashable one, arguments to report) takes the general path, which raises when
-        awaited as before. It runs for every call of a stateful tool, so it does little.
-        """
+        if not self.stateful or "env" in kwargs:
+            return self.call(*args, **kwargs)
+        # A stateful tool: a coroutine, awaited. The fast path of ``await t(..., id=i)`` first,
+        # inline as it runs for every call: the tool's own coroutine, given i's env, when
+        # nothing is left to check or wait for. That is when the tool is async, its arguments
+        # plainly fit its signature, and its pool lends i's env without a lease because i
+        # already holds one (``held_env``: the batched arena pool, whose leases hold nothing).
+        # Anything else (a new id, an unhashable one, arguments to report) takes the general
+        # path, acall, which raises when awaited as before.
         holder = self._pool_holder
-        held_env = getattr(holder[0], "held_env", None) if holder is not None else None
-        if held_env is None:
-            return None
-        call = self.call
-        bound = type(call) is types.MethodType
-        fit = _direct_fit(call.__func__ if bound else call, bound)
-        if fit is None or len(args) >= len(fit.after):
-            return None
-        id = kwargs.pop("id")
-        keys = kwargs.keys()
-        given, required = fit.after[len(args)]
-        if (fit.names is not None and not keys <= fit.names) or not keys.isdisjoint(given) or not required <= keys:
-            kwargs["id"] = id
-            return None
-        try:
-            env = held_env(id)
-        except Exception:  # an id that cannot be looked up: the general path says why
-            env = None
-        if env is None:
-            kwargs["id"] = id
-            return None
-        kwargs["env"] = env
-        return call(*args, **kwargs)
+        held_env = getattr(holder[0], "held_env", None) if holder is not None and "id" in kwargs else None
+        if held_env is not None:
+            call = self.call
+            fit = self._fit
+            if fit is None or fit[0] is not call:
+                bound = type(call) is types.MethodType
+                fit = self._fit = (call, _direct_fit(call.__func__ if bound else call, bound))
+            fit = fit[1]
+            if fit is not None and len(args) < len(fit.after):
+                id = kwargs.pop("id")
+                given, required = fit.after[len(args)]
+                if kwargs:
+                    keys = kwargs.keys()
+                    fits = (fit.names is None or keys <= fit.names) and keys.isdisjoint(given) and required <= keys
+                else:
+                    fits = not required
+                if fits:
+                    try:
+                        env = held_env(id)
+                    except Exception:  # an id that cannot be looked up: the general path says why
+                        env = None
+                    if env is not None:
+                        kwargs["env"] = env
+                        return call(*args, **kwargs)
+                kwargs["id"] = id
+        return self.acall(*args, **kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """Run the tool and return its result, awaited if ``call`` is async.
@@ -220,7 +215,7 @@ class BaseTool:
         self._bind(args, {**kwargs, "env": None})  # bad arguments take no environment
         held_env = getattr(pool, "held_env", None)
         env = None if held_env is None else held_env(id)
-        if env is not None:  # the id's env, lent without a lease (see _direct)
+        if env is not None:  # the id's env, lent without a lease (see __call__)
             return await self._invoke(args, {**kwargs, "env": env})
         async with pool.lease(id) as env:
             return await self._invoke(args, {**kwargs, "env": env})
@@ -337,7 +332,7 @@ def _call_shape(function: Callable[..., Any], bound: bool) -> _CallShape:
 
 
 class _DirectFit(typing.NamedTuple):
-    """When a call of a stateful tool's function plainly fits its signature (see ``BaseTool._direct``)."""
+    """When a call of a stateful tool's function plainly fits its signature (see ``BaseTool.__call__``)."""
 
     names: frozenset[str] | None  # the names an argument may be passed by (None: any, it takes **kwargs)
     # for n positional arguments (n < len): the names they fill, and those still to be passed by name

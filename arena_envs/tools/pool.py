@@ -259,11 +259,13 @@ class ToolPool:
         pool holds nothing for the length of its block (calls queue by world, see
         :meth:`call`), so an id that holds a world needs none.
         """
-        world = self._slots.held(id)
+        # Read without the slots' lock: the handle names the id, not the world, and its
+        # step (``call``) looks the world up again under the lock, claiming it if need be.
+        world = self._slots._owner.get(id)
         if world is None:
             return None
         handle = self._handles[world]
-        if handle is None or handle.id is not id:  # identity: an id's __eq__ is never called here
+        if handle is None or handle.id is not id:  # by identity: an equal id of another object gets its own
             handle = self._handles[world] = ArenaHandle(self, id)
         return handle
 
