@@ -47,8 +47,10 @@ import functools
 import multiprocessing as mp
 import os
 import pickle
+import select
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
@@ -249,8 +251,28 @@ def _fits(info: dict[str, Any], layout: list[tuple[tuple, tuple[int, ...], np.dt
 # -- the worker ----------------------------------------------------------------------------------
 
 
+def _receive(conn: Connection, spin: float) -> bytes:
+    """The next message on ``conn``, watched for up to ``spin`` seconds before sleeping on it.
+
+    A process asleep on a pipe is woken on the core of the process that writes to it, where
+    both then share one core for a while: two processes passing steps back and forth that
+    way ran each step slower. Watching keeps each on its own core, yielding it to anyone
+    else who is ready; the watch is short, so an idle batch sleeps. (A closed pipe reads as
+    ready: a dead peer ends the watch too.)
+    """
+    if spin > 0:
+        watch = select.poll()
+        watch.register(conn.fileno(), select.POLLIN)
+        if not watch.poll(0):
+            deadline = time.perf_counter() + spin
+            while not watch.poll(0) and time.perf_counter() < deadline:
+                os.sched_yield()  # whoever else is ready to run on this core goes first
+    return conn.recv_bytes()
+
+
 def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: list[_Block], out: _Block,
-            act: _Block, info: _Block | None, direct: bool, conn: Connection, parent_end: Connection | None) -> None:
+            act: _Block, info: _Block | None, direct: bool, spin: float, conn: Connection,
+            parent_end: Connection | None) -> None:
     """Run a native batch of worlds ``lo:hi`` until told to close (or the parent is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     if parent_end is not None:
@@ -262,7 +284,7 @@ def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: in
         conn.send_bytes(_REPLY + pickle.dumps(None))
         while True:
             try:
-                message = conn.recv_bytes()
+                message = _receive(conn, spin)
             except EOFError:  # the parent died
                 break
             if message[:1] == _STEP:
@@ -335,6 +357,9 @@ class ShardedVectorEnv(VectorEnv):
     """
 
     ROTATING_SETS = 2  # sets of observation arrays handed out in turn when copy=True (see _pick_set)
+    # how long (s) this process watches for a worker's answer, and a worker for the next command,
+    # before sleeping (see _receive); only when every process has a core of its own
+    PARENT_SPIN, WORKER_SPIN = 0.02, 0.001
 
     def __init__(self, num_envs: int, num_workers: int | None = None, *, scenario: str | None = None,
                  env_id: str | None = None, make_native: Callable[[int], VectorEnv] | None = None,
@@ -357,6 +382,7 @@ class ShardedVectorEnv(VectorEnv):
             raise ValueError(f"need num_envs >= 1 and 1 <= num_workers <= num_envs, got {num_envs} and {num_workers}")
         self.num_envs, self.num_workers, self.copy = num_envs, num_workers, copy
         self.bounds = shard_bounds(num_envs, num_workers)
+        self._spin = self.PARENT_SPIN if num_workers <= len(os.sched_getaffinity(0)) else 0.0
         self._closed, self._broken = False, None
         self._processes: dict[int, mp.process.BaseProcess] = {}  # shard -> its process (shards 1..W-1)
         self._conns: dict[int, Connection] = {}
@@ -414,7 +440,8 @@ class ShardedVectorEnv(VectorEnv):
             for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_worker, name=f"ShardedVectorEnv-worker-{k}", daemon=True,
-                                      args=(k, make_native, lo, hi, obs, out, act, info, self._direct, child_end,
+                                      args=(k, make_native, lo, hi, obs, out, act, info, self._direct,
+                                            self.WORKER_SPIN if self._spin else 0.0, child_end,
                                             parent_end if ctx.get_start_method() == "fork" else None))
                 process.start()
                 child_end.close()
@@ -470,13 +497,31 @@ class ShardedVectorEnv(VectorEnv):
             else:
                 self._send(k, "step", _slice(by_pipe, lo, hi), j)
         local = self._run_local("step!", local_actions, j)
+        # while the workers finish: the whole batch's arrays, with shard 0's rows
+        lo, hi = self.bounds[0]
+        joined = None
+        if local[1] is None and self.num_workers > 1:
+            _, *ends, local_info = local[0]
+            ends = [_rows_of(self.num_envs, lo, hi, value) for value in ends]
+            info_leaves = _leaves(local_info)
+            if self._info_paths is not None and [path for path, _ in info_leaves] == self._info_paths:
+                joined = [_rows_of(self.num_envs, lo, hi, value) for _, value in info_leaves]
         replies = self._gather(range(1, self.num_workers), local)
-        _, reward, terminated, truncated, local_info = replies[0]
-        parts = [(reward, terminated, truncated)] + [[a[lo:hi] for a in self._out] for lo, hi in self.bounds[1:]]
-        reward, terminated, truncated = (np.concatenate(column) if len(parts) > 1 else column[0].copy()
-                                         for column in zip(*parts, strict=True))
-        infos = [local_info] + [self._worker_info(k, replies[k]) for k in range(1, self.num_workers)]
-        return self._observations(j), reward, terminated, truncated, self._join(infos)
+        if self.num_workers == 1:
+            _, reward, terminated, truncated, info = replies[0]
+            return self._observations(j), reward.copy(), terminated.copy(), truncated.copy(), info
+        for (lo, hi), shared in zip(self.bounds[1:], [self._out] * (self.num_workers - 1), strict=True):
+            for full, part in zip(ends, shared, strict=True):
+                full[lo:hi] = part[lo:hi]
+        if joined is not None and all(replies[k] is _IN_SHARED_MEMORY for k in range(1, self.num_workers)):
+            for lo, hi in self.bounds[1:]:
+                for full, part in zip(joined, self._info, strict=True):
+                    full[lo:hi] = part[lo:hi]
+            info = _build(self._info_paths, joined)
+        else:
+            infos = [local_info] + [self._worker_info(k, replies[k]) for k in range(1, self.num_workers)]
+            info = _join_infos(infos, self._sizes)
+        return (self._observations(j), *ends, info)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` (or read attribute ``name``) of every worker's native batch."""
@@ -600,7 +645,7 @@ class ShardedVectorEnv(VectorEnv):
         replies, error = {0: local[0]}, local[1]
         for k in workers:
             try:
-                message = self._conns[k].recv_bytes()  # a dead worker's pipe ends: no hang
+                message = _receive(self._conns[k], self._spin)  # a dead worker's pipe ends: no hang
             except (EOFError, OSError):
                 self._fail(k, "its pipe closed")
             tag = message[:1]
@@ -619,16 +664,6 @@ class ShardedVectorEnv(VectorEnv):
             return reply
         lo, hi = self.bounds[k]
         return _build(self._info_paths, [a[lo:hi] for a in self._info])
-
-    def _join(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
-        """The shards' infos joined along the batch axis (quickly when all have the usual entries)."""
-        if self._info_paths is not None:
-            leaves = [_leaves(info) for info in infos]
-            if all([path for path, _ in part] == self._info_paths for part in leaves):
-                return _build(self._info_paths, [np.concatenate(column) for column in
-                                                 zip(*[[value for _, value in part] for part in leaves],
-                                                     strict=True)])
-        return _join_infos(infos, self._sizes)
 
     def _fail(self, k: int, why: str) -> None:
         lo, hi = self.bounds[k]
@@ -672,6 +707,13 @@ class ShardedVectorEnv(VectorEnv):
         """Infos for the workers that did not reset: every key of the others', masked out."""
         template = next(info for info in infos if info)
         return [info or _masked_like(template, n) for info, n in zip(infos, self._sizes, strict=True)]
+
+
+def _rows_of(size: int, lo: int, hi: int, value: np.ndarray) -> np.ndarray:
+    """A new array for ``size`` worlds like ``value``, which fills its rows ``lo:hi``."""
+    full = np.empty((size, *value.shape[1:]), value.dtype)
+    full[lo:hi] = value
+    return full
 
 
 def _copy_tree(tree: Any) -> Any:
