@@ -133,7 +133,12 @@ class ArenaHandle:
         self.pool, self.id = pool, id
 
     async def step(self, tool_call: Any) -> PoolStep:
-        return await self.pool.call(tool_call, id=self.id)
+        # pool.call(tool_call, id), written out: one coroutine less for every stateful-tool call
+        pool, id = self.pool, self.id
+        world = pool._slots.held(id)
+        if world is None:
+            world = await pool._ensure(id)
+        return (await pool._join(world, tool_call, id).done)[world]
 
     async def reset(self, seed: int | None = None) -> Observation:
         return await self.pool.acquire(self.id, seed=seed)
@@ -222,6 +227,10 @@ class ToolPool:
         world = self._slots.held(id)
         if world is None:
             world = await self._ensure(id)
+        return (await self._join(world, tool_call, id).done)[world]  # (ArenaHandle.step is the same)
+
+    def _join(self, world: int, tool_call: Any, id: Hashable) -> _PendingBatch:
+        """Read ``id``'s call into the next batch, for its world ``world``; the batch to await."""
         if world in self._inflight:
             raise RuntimeError(f"id {id!r} already has a call in flight")
         batch = self._open_batch()
@@ -232,7 +241,7 @@ class ToolPool:
             raise ToolCallError(f"the tool call could not be read: {type(err).__name__}: {err}") from err
         batch.worlds.append(world)
         self._inflight[world] = batch
-        return (await batch.done)[world]
+        return batch
 
     async def release(self, id: Hashable) -> None:
         """Let ``id``'s call in flight finish, then reset its world and give it back to the
@@ -360,8 +369,10 @@ class ToolPool:
         active[worlds] = True
         reward, terminated, truncated = self.batch.step(actions, active)
         observations, infos = self._observations(worlds)
-        steps = map(PoolStep, observations, reward[worlds].tolist(), terminated[worlds].tolist(),
-                    truncated[worlds].tolist(), infos)
+        # tuple.__new__ makes each PoolStep without the Python-level __new__ of a NamedTuple
+        steps = map(tuple.__new__, repeat(PoolStep), zip(observations, reward[worlds].tolist(),
+                                                         terminated[worlds].tolist(), truncated[worlds].tolist(),
+                                                         infos, strict=True))
         return dict(zip(worlds, steps, strict=True))
 
     def _observations(self, worlds: list[int], first: bool = False) -> tuple[list[Observation], list[dict]]:
