@@ -268,9 +268,9 @@ class ToolPool:
         pool holds nothing for the length of its block (calls queue by world, see
         :meth:`call`), so an id that holds a world needs none.
         """
-        # Read without the slots' lock: the handle names the id, not the world, and its
-        # step (``call``) looks the world up again under the lock, claiming it if need be.
-        world = self._slots._owner.get(id)
+        # A peek will do: the handle names the id, not the world, and its step looks the
+        # world up again under the slots' lock (claiming it if need be), as call does.
+        world = self._slots.peek(id)
         if world is None:
             return None
         handle = self._handles[world]

@@ -198,6 +198,11 @@ class Slots:
                 self._claim(id)
             return slot
 
+    def peek(self, id: Hashable) -> int | None:
+        """The slot ``id`` holds, or None, read without the lock and claiming nothing: for a
+        guess that whoever acts on it checks again with :meth:`held` or :meth:`take`."""
+        return self._owner.get(id)
+
     def owners(self) -> dict[Hashable, int]:
         with self._lock:
             return dict(self._owner)
@@ -212,7 +217,8 @@ class Slots:
 
         Returns ``(slot, new)``: ``new`` is true for the caller that made ``id`` the slot's
         owner (for a slot handed to ``id`` while it waited, the first caller of ``id`` to see
-        it, one of those waiters or a newcomer). Raises :class:`PoolExhaustedError` when no slot came free in time.
+        it, one of those waiters or a newcomer). Raises :class:`PoolExhaustedError` when no
+        slot came free in time.
         """
         hash(id)  # an unhashable id fails here, before anything changes
         if timeout is not None and math.isinf(timeout):
