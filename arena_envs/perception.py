@@ -33,13 +33,21 @@ def line_of_sight(s: WorldState, obstacles: tuple, ex: np.ndarray, ez: np.ndarra
         candidates &= ~hidden
         return candidates
     nearest_edge = reduce_last_axis(np.minimum, np.sqrt(o2) - r[:, None, :])
-    b, a, e = np.nonzero(candidates & (d2 > (nearest_edge * nearest_edge)[:, :, None]))
-    if len(b) == 0:
+    # the pairs as flat indices, and gathers with np.take: several times faster than np.nonzero
+    # of a 3D array and fancy indexing with two index arrays (same pairs, same order)
+    pairs = np.flatnonzero(candidates & (d2 > (nearest_edge * nearest_edge)[:, :, None]))
+    if len(pairs) == 0:
         return candidates
+    agents, entities, obstacles_ = candidates.shape[1], candidates.shape[2], r.shape[1]
+    ba, e = np.divmod(pairs, entities)  # ba = world * agents + agent
+    b = ba // agents if agents > 1 else ba
+    be = pairs if agents == 1 else b * entities + e  # flat index into the (B, E) arrays
     # gathering from the 2D coordinate arrays is cheaper than from the 3D offsets
-    dx, dz = (ex[b, e] - s.x[b, a])[:, None], (ez[b, e] - s.z[b, a])[:, None]
-    hidden = reduce_last_axis(np.logical_or, _blocks(ox[b, a], oz[b, a], r[b], dx, dz, dx * dx + dz * dz))
-    candidates[b[hidden], a[hidden], e[hidden]] = False
+    dx, dz = (np.take(ex, be) - np.take(s.x, ba))[:, None], (np.take(ez, be) - np.take(s.z, ba))[:, None]
+    hidden = reduce_last_axis(np.logical_or, _blocks(
+        np.take(ox.reshape(-1, obstacles_), ba, axis=0), np.take(oz.reshape(-1, obstacles_), ba, axis=0),
+        np.take(r, b, axis=0), dx, dz, dx * dx + dz * dz))
+    np.put(candidates, pairs[hidden], False)
     return candidates
 
 
