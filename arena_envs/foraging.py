@@ -87,6 +87,7 @@ from arena_envs.world import (
     WorldParams,
     WorldState,
     first_valid,
+    reduce_last_axis,
     reset_agents,
 )
 
@@ -261,7 +262,7 @@ class Foraging:
         advance(p, self.slots, s, events)
         reward = (events.collected[:, 0] * F32(p.reward_per_resource)
                   - events.damage[:, 0] * F32(p.damage_penalty)).astype(F32)
-        terminated = ~(s.ent_alive[:, self.slots.res].any(1) & s.alive[:, 0])
+        terminated = ~(reduce_last_axis(np.logical_or, s.ent_alive[:, self.slots.res]) & s.alive[:, 0])
         truncated = (s.tick >= p.max_ticks) & ~terminated
         return reward, terminated, truncated
 
@@ -309,7 +310,8 @@ class Foraging:
     def info(self, s: WorldState) -> dict[str, np.ndarray]:
         collected = s.collected[:, 0]
         damage = s.damage_taken[:, 0]
-        remaining = s.ent_alive[:, self.slots.res].sum(1, dtype=np.int32)
+        # summed along the batch's leading axis: numpy is several times slower over a short last one
+        remaining = np.add.reduce(np.ascontiguousarray(s.ent_alive[:, self.slots.res].T), axis=0, dtype=np.int32)
         return {
             "success": remaining == 0,
             "score": score(collected, s.res_total, damage),

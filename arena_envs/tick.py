@@ -314,8 +314,8 @@ def _hazards(params: WorldParams, slots: EntitySlots, s: WorldState, events: Tic
     entered = inside & ~s.in_hazard
     s.in_hazard[...] = inside
     kind = s.ent_kind[:, None, hz]
-    entry = np.asarray(params.hazard_entry_damage, F32)[kind]
-    per_tick = np.asarray(params.hazard_damage_per_s, F32)[kind] * F32(params.dt)
+    entry = np.take(np.asarray(params.hazard_entry_damage, F32), kind)
+    per_tick = np.take(np.asarray(params.hazard_damage_per_s, F32), kind) * F32(params.dt)
     damage = np.minimum((entered * entry + inside * per_tick).sum(-1) * s.alive, s.health)
     s.health -= damage
     s.damage_taken += damage
