@@ -143,6 +143,8 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
     def check(tool_id, good):
         """Mark agents that chose ``tool_id`` invalid where ``good`` is false."""
         nonlocal valid
+        if good is not False and np.count_nonzero(good) == good.size:  # the usual case: nothing to mark
+            return
         valid = valid & (good | (tool != tool_id))
 
     if used[MOVE_TO]:
@@ -191,6 +193,8 @@ def _index(arr: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
             ok = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0) & (arr < n)
         return np.where(ok, arr, 0).astype(np.intp), ok
     ok = (arr >= 0) & (arr < n)
+    if np.count_nonzero(ok) == ok.size:  # the usual case: every index is in range as it is
+        return arr.astype(np.intp, copy=False), ok
     return np.where(ok, arr, 0).astype(np.intp, copy=False), ok
 
 

@@ -43,11 +43,11 @@ def line_of_sight(s: WorldState, obstacles: tuple, ex: np.ndarray, ez: np.ndarra
     b = ba // agents if agents > 1 else ba
     be = pairs if agents == 1 else b * entities + e  # flat index into the (B, E) arrays
     # gathering from the 2D coordinate arrays is cheaper than from the 3D offsets
-    dx, dz = (np.take(ex, be) - np.take(s.x, ba))[:, None], (np.take(ez, be) - np.take(s.z, ba))[:, None]
+    dx, dz = (ex.take(be) - s.x.take(ba))[:, None], (ez.take(be) - s.z.take(ba))[:, None]
     hidden = reduce_last_axis(np.logical_or, _blocks(
-        np.take(ox.reshape(-1, obstacles_), ba, axis=0), np.take(oz.reshape(-1, obstacles_), ba, axis=0),
-        np.take(r, b, axis=0), dx, dz, dx * dx + dz * dz))
-    np.put(candidates, pairs[hidden], False)
+        ox.reshape(-1, obstacles_).take(ba, axis=0), oz.reshape(-1, obstacles_).take(ba, axis=0),
+        r.take(b, axis=0), dx, dz, dx * dx + dz * dz))
+    candidates.put(pairs[hidden], False)
     return candidates
 
 

@@ -100,16 +100,16 @@ def _collect(params, slots, s, act, collecting, code, index, value, events) -> N
         return
     agents, entities = collecting.shape[1], s.ent_x.shape[1]
     b, a = np.divmod(ba, agents) if agents > 1 else (ba, np.zeros_like(ba))
-    r = np.take(act.collect_index, ba)
-    np.put(index, ba, r)
+    r = act.collect_index.take(ba)
+    index.put(ba, r)
     br = b * entities + r  # flat index into the (B, E) arrays
-    exists = np.take(s.ent_alive, br)
-    dist = np.hypot(np.take(s.ent_x, br) - np.take(s.x, ba), np.take(s.ent_z, br) - np.take(s.z, ba))
+    exists = s.ent_alive.take(br)
+    dist = np.hypot(s.ent_x.take(br) - s.x.take(ba), s.ent_z.take(br) - s.z.take(ba))
     in_range = dist <= params.collect_range
-    room = np.take(s.inventory.reshape(-1, s.inventory.shape[-1]), ba, axis=0).sum(-1) < params.inventory_capacity
-    np.put(code, ba, np.where(~exists, NOT_FOUND, np.where(~in_range, OUT_OF_RANGE,
+    room = s.inventory.reshape(-1, s.inventory.shape[-1]).take(ba, axis=0).sum(-1) < params.inventory_capacity
+    code.put(ba, np.where(~exists, NOT_FOUND, np.where(~in_range, OUT_OF_RANGE,
                                                            np.where(~room, INVENTORY_FULL, OK))))
-    np.put(value, ba, np.where(exists, dist, 0.0))
+    value.put(ba, np.where(exists, dist, 0.0))
     success = exists & in_range & room
     if s.x.shape[1] > 1:  # two agents on one resource in the same tick: the lower index wins
         order = np.flatnonzero(success)
@@ -273,20 +273,20 @@ def _slide_around_obstacles(params, s, nx, nz, vx, vz, step, bound) -> None:
     # times faster than np.nonzero and fancy indexing with two index arrays (same pairs, same order)
     ba = np.flatnonzero(reduce_last_axis(np.logical_or, overlap))
     b = ba // s.x.shape[1] if s.x.shape[1] > 1 else ba
-    px, pz = np.take(s.x, ba), np.take(s.z, ba)
-    ox, oz, rr = np.take(s.obst_x, b, axis=0), np.take(s.obst_z, b, axis=0), np.take(reach, b, axis=0)  # (k, O)
+    px, pz = s.x.take(ba), s.z.take(ba)
+    ox, oz, rr = s.obst_x.take(b, axis=0), s.obst_z.take(b, axis=0), reach.take(b, axis=0)  # (k, O)
     # the obstacle in the way: the deepest overlap of the intended position
-    j = np.argmin(np.hypot(np.take(nx, ba)[:, None] - ox, np.take(nz, ba)[:, None] - oz) - rr, axis=1)
+    j = np.argmin(np.hypot(nx.take(ba)[:, None] - ox, nz.take(ba)[:, None] - oz) - rr, axis=1)
     k = np.arange(len(ba))
     nrm_x, nrm_z = px - ox[k, j], pz - oz[k, j]
     nrm_len = np.maximum(np.hypot(nrm_x, nrm_z), F32(1e-6))
     nrm_x, nrm_z = nrm_x / nrm_len, nrm_z / nrm_len
-    mvx, mvz, length = np.take(vx, ba), np.take(vz, ba), np.take(step, ba)
+    mvx, mvz, length = vx.take(ba), vz.take(ba), step.take(ba)
     into = mvx * nrm_x + mvz * nrm_z
     tx, tz = mvx - into * nrm_x, mvz - into * nrm_z  # the part of the move along the surface
     tangent_len = np.hypot(tx, tz)
     # head-on: go round on the side the target lies on (left when exactly behind)
-    side = np.where(nrm_x * (np.take(s.target_z, ba) - pz) - nrm_z * (np.take(s.target_x, ba) - px) < 0, -1.0, 1.0)
+    side = np.where(nrm_x * (s.target_z.take(ba) - pz) - nrm_z * (s.target_x.take(ba) - px) < 0, -1.0, 1.0)
     head_on = tangent_len < 0.1 * length
     safe_len = np.maximum(tangent_len, F32(1e-6))
     tx = np.where(head_on, -nrm_z * side, tx / safe_len) * length
@@ -299,8 +299,8 @@ def _slide_around_obstacles(params, s, nx, nz, vx, vz, step, bound) -> None:
     slide_x = np.clip(slide_x + (qx * push).sum(-1), -bound, bound)
     slide_z = np.clip(slide_z + (qz * push).sum(-1), -bound, bound)
     stuck = reduce_last_axis(np.logical_or, np.hypot(slide_x[:, None] - ox, slide_z[:, None] - oz) < rr - F32(1e-3))
-    np.put(nx, ba, np.where(stuck, px, slide_x))
-    np.put(nz, ba, np.where(stuck, pz, slide_z))
+    nx.put(ba, np.where(stuck, px, slide_x))
+    nz.put(ba, np.where(stuck, pz, slide_z))
 
 
 def _hazards(params: WorldParams, slots: EntitySlots, s: WorldState, events: TickEvents) -> None:
