@@ -432,6 +432,11 @@ class ShardedVectorEnv(VectorEnv):
             if info is not None:
                 self._blocks.append(info)
             self._act_paths, self._act = act.paths, act.arrays()
+            self._act_keys: dict[Any, int] = {}  # top-level key: how many keys its dict has (0: an array)
+            for path in self._act_paths:
+                if path:  # a bare array (path ()) takes the general path
+                    self._act_keys[path[0]] = self._act_keys.get(path[0], 0) + (len(path) > 1)
+            self._act_fits: dict[tuple, bool] = {}  # (path, dtype): whether the buffer holds it exactly
             self._out = out.arrays()
             self._info = info.arrays() if info is not None else None
             self._info_paths = [path for path, _, _ in info_layout] if info_layout else None
@@ -677,21 +682,47 @@ class ShardedVectorEnv(VectorEnv):
         """Put the workers' ``actions`` in shared memory; returns (None, shard 0's actions), or
         (``actions``, shard 0's slice of them) when they must travel by pipe (anything the buffers
         cannot hold exactly: the native env then judges them itself)."""
-        given = dict(_leaves(actions)) if isinstance(actions, (dict, np.ndarray, list, tuple)) else {}
         lo, hi = self.bounds[0]
-        if set(given) == set(self._act_paths):
-            values = [np.asarray(given[path]) for path in self._act_paths]
-            fits = all(v.shape == view.shape and np.can_cast(v.dtype, view.dtype, "safe")
-                       for v, view in zip(values, self._act, strict=True))
-            if fits:
-                for view, value in zip(self._act, values, strict=True):
-                    view[hi:] = value[hi:]
-                return None, _build(self._act_paths, [value[lo:hi] for value in values])
+        values = self._plain_actions(actions)
+        if values is None:
+            given = dict(_leaves(actions)) if isinstance(actions, (dict, np.ndarray, list, tuple)) else {}
+            if set(given) == set(self._act_paths):
+                values = [np.asarray(given[path]) for path in self._act_paths]
+                if not all(v.shape == view.shape and np.can_cast(v.dtype, view.dtype, "safe")
+                           for v, view in zip(values, self._act, strict=True)):
+                    values = None
+        if values is not None:
+            for view, value in zip(self._act, values, strict=True):
+                view[hi:] = value[hi:]
+            return None, _build(self._act_paths, [value[lo:hi] for value in values])
         if not hasattr(actions, "take") and not all(np.shape(v)[:1] == (self.num_envs,) for _, v in
                                                      _leaves(actions)):
             raise ValueError(f"actions must be a batch of {self.num_envs} (arrays with that leading axis, "
                              f"shaped like {self.action_space})")
         return actions, _slice(actions, lo, hi)
+
+    def _plain_actions(self, actions) -> list[np.ndarray] | None:
+        """The arrays of ``actions`` in the order of the shared buffers, when ``actions`` is laid
+        out exactly like them (dicts of arrays of their shapes, dtypes they hold exactly: the
+        usual case, checked quickly), else None."""
+        if type(actions) is not dict or len(actions) != len(self._act_keys):
+            return None
+        values = []
+        for path, view in zip(self._act_paths, self._act, strict=True):
+            value = actions
+            for depth, key in enumerate(path):
+                if type(value) is not dict or (depth and len(value) != self._act_keys[path[0]]):
+                    return None
+                value = value.get(key)
+            if type(value) is not np.ndarray or value.shape != view.shape:
+                return None
+            fits = self._act_fits.get((path, value.dtype))
+            if fits is None:
+                fits = self._act_fits[path, value.dtype] = bool(np.can_cast(value.dtype, view.dtype, "safe"))
+            if not fits:
+                return None
+            values.append(value)
+        return values
 
     def _split_seeds(self, seed) -> list[Any]:
         """Each worker's seeds: ``None``, or one per world (world ``i`` of seed ``s`` gets ``s + i``)."""

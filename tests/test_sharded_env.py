@@ -194,6 +194,28 @@ def test_out_of_range_values_reach_the_native_env_unchanged():
         sharded.close()
 
 
+def test_actions_shaped_unlike_the_buffers_are_judged_by_the_native_env():
+    """An unknown key, a missing query_world entry, a list: what the shared buffers cannot take
+    as it is goes to the workers' native batches, which answer it as the unsharded batch does."""
+    native = ArenaVectorEnv(4, "foraging")
+    sharded = ShardedVectorEnv(4, 2, scenario="foraging")
+    try:
+        native.reset(seed=3)
+        sharded.reset(seed=3)
+        native.action_space.seed(5)
+        actions = native.action_space.sample()
+        with pytest.raises(ValueError, match="unknown action keys"):
+            sharded.step({**actions, "bogus": np.zeros(4)})
+        with pytest.raises(ValueError, match="unknown query_world keys"):
+            sharded.step({**actions, "query_world": {**actions["query_world"], "bogus": np.zeros(4)}})
+        partial = {**actions, "query_world": {"radius": actions["query_world"]["radius"]}}
+        assert_same_step(native.step(partial), sharded.step(partial))
+        as_lists = {**actions, "tool": actions["tool"].tolist()}
+        assert_same_step(native.step(as_lists), sharded.step(as_lists))
+    finally:
+        sharded.close()
+
+
 def test_observations_are_copies_unless_asked():
     sharded = ShardedVectorEnv(4, 2, scenario="foraging")
     views = ShardedVectorEnv(4, 2, scenario="foraging", copy=False)
