@@ -115,6 +115,9 @@ def _assert_to_dict_is_asdict(observation):
     data = observation.to_dict()
     assert list(data) == [f.name for f in dataclasses.fields(observation)]  # a new field must be written out
     assert data == _asdict_reference(observation)
+    shared = observation.to_dict(copy=False)  # the server's: the same data, the observation's own containers
+    assert list(shared) == list(data) and shared == data
+    assert json.dumps(shared) == json.dumps(data)
     # every container is a copy: changing the dict leaves the observation as it was
     for key, value in data.items():
         original = getattr(observation, key)
@@ -263,3 +266,52 @@ def test_treasure_hunt_reports_every_calls_output():
     assert len(outputs) == 2 and outputs[0] != outputs[1]
     assert outputs[-1] == answer.text
     assert answer.info["turns"] == 2
+
+
+def test_a_step_answer_made_without_validation_is_the_validated_one():
+    """``step_answer`` (a pool server's step answers, built without pydantic's validation)
+    gives the model, dump and JSON that ``observation_answer`` gives for the same step."""
+    from arena_envs.serve.models import ArenaObservation, observation_answer, step_answer
+    from arena_envs.tools import ToolPool
+
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=1)
+        await pool.acquire("a", seed=2)
+        calls = ({"tool": "query_world", "params": {"radius": 30}}, {"tool": "collect", "params": {"target_name": "X"}},
+                 {"tool": "move_to", "params": {"target": [40, 0, 40]}}, {"tool": "nope"})
+        return [await pool.call(call, id="a") for call in calls]
+
+    for k, step in enumerate(asyncio.run(main())):
+        obs = step.observation
+        info = {**step.info, "parse": {"format": "openai", "results": [None]}} if k % 2 else step.info
+        for terminated, truncated in ((step.terminated, step.truncated), (True, False), (False, True)):
+            args = (obs.to_text(), obs.to_dict(), step.reward, terminated, truncated, info)
+            fast = step_answer(*args)
+            checked = observation_answer(args[0], args[1], [{"type": "function"}], first=False, reward=args[2],
+                                         terminated=terminated, truncated=truncated, info=info)
+            assert isinstance(fast, ArenaObservation)
+            assert fast == checked
+            assert fast.model_dump() == checked.model_dump()
+            assert fast.model_dump_json() == checked.model_dump_json()
+            assert fast.model_fields_set == checked.model_fields_set | {"metadata"}
+            assert fast.done is (terminated or truncated) and fast.tools == [] and fast.metadata == {}
+    assert step_answer("t", {}, 0.0, False, False, {}).info == {}
+
+
+@pytest.mark.parametrize("data", [
+    {"tool": "idle"},
+    {"tool": "move_to", "params": {"target": [3, 0, 4]}, "reasoning": "go"},
+    {"tool": "cd", "path": "amber", "depth": None, "nested": {"a": [1, None]}},
+    {"name": "collect", "arguments": "{\"target_name\": \"Berry1\"}", "tool": None},
+    {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "idle", "arguments": "{}"}}]},
+    {"tool": "idle", "calls": {"blue_agent_1": {"tool": "idle"}}, "metadata": {"k": 1}},
+    {},
+])
+def test_a_plain_call_is_the_action_as_pydantic_dumps_it(data):
+    """``ArenaAction.tool_call`` reads the call off the attributes: the same dict (and key
+    order) as the model dump it replaced."""
+    action = ArenaAction(**data)
+    assert action.tool_call() == action.model_dump(exclude={"metadata", "calls"}, exclude_none=True)
+    assert list(action.tool_call()) == list(action.model_dump(exclude={"metadata", "calls"}, exclude_none=True))
+    message = ArenaAction(message={"role": "assistant", "content": "idle"}, tool="ignored")
+    assert message.tool_call() == {"role": "assistant", "content": "idle"}

@@ -173,3 +173,32 @@ def test_a_failing_batch_reaches_every_caller_and_the_pool_goes_on():
     results, after = asyncio.run(main())
     assert [str(r) for r in results] == ["the core broke"] * 2
     assert after.observation.last_action_result.success
+
+
+def test_render_gives_each_calls_step_its_rendering_of_the_same_observation():
+    """``ToolPool(render=...)``: every call's step carries what ``render`` made of the very
+    Observation an unrendered pool gives for the same calls; ``acquire`` still gives the Observation."""
+    from arena_envs.observations import Observation
+
+    def rendering(observation):
+        return observation.to_text(), observation.to_dict()
+
+    calls = [{"tool": "query_world", "params": {"radius": 30}}, {"tool": "move_to", "params": {"target": [5, 0, 5]}},
+             {"tool": "collect", "params": {"target_name": "Nope"}}, {"tool": "no_such_tool"}, None]
+
+    async def play(pool):
+        first = [await pool.acquire(name, seed=seed) for name, seed in (("a", 3), ("b", 8))]
+        steps = []
+        for call in calls:  # both ids in each batch
+            steps += await asyncio.gather(pool.call(call, id="a"), pool.call(call, id="b"))
+        return first, steps
+
+    plain_first, plain = asyncio.run(play(ToolPool("arena_envs/Foraging-v0", size=3)))
+    rendered_first, rendered = asyncio.run(play(ToolPool("arena_envs/Foraging-v0", size=3, render=rendering)))
+    assert all(isinstance(obs, Observation) for obs in rendered_first)
+    assert [obs.to_dict() for obs in rendered_first] == [obs.to_dict() for obs in plain_first]
+    for step, reference in zip(rendered, plain, strict=True):
+        assert step.observation == rendering(reference.observation)
+        assert step[1:] == reference[1:]
+    with pytest.raises(ValueError, match="render"):
+        ToolPool("CartPole-v1", size=1, render=rendering)

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import gc
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -170,14 +170,27 @@ class ToolPool:
     """A fixed number of worlds shared by tool-calling sessions, keyed by id."""
 
     def __new__(cls, env_id: Any = "arena_envs/Foraging-v0", size: int | None = None,
-                timeout: float | None = 30.0, **env_kwargs: Any) -> Any:
+                timeout: float | None = 30.0, *, render: Callable[[Observation], Any] | None = None,
+                **env_kwargs: Any) -> Any:
         if cls is ToolPool and arena_scenario(env_id) is None:
+            if render is not None:
+                raise ValueError("render is for the arena's 2D scenarios, whose steps are Observations")
             # not a 2D scenario: the generic pool for it, so ToolPool(PythonSandboxEnv) works
             return make_pool(env_id, size, timeout, **env_kwargs)
         return super().__new__(cls)
 
     def __init__(self, env_id: Any = "arena_envs/Foraging-v0", size: int | None = 64,
-                 timeout: float | None = 30.0, **env_kwargs: Any):
+                 timeout: float | None = 30.0, *, render: Callable[[Observation], Any] | None = None,
+                 **env_kwargs: Any):
+        """``render``, when given, is applied to each call's Observation inside the batched
+        step, and ``PoolStep.observation`` is what it returns (``acquire`` still returns the
+        Observation). For a caller that turns every observation into something else at
+        once, such as a server rendering text and JSON: done there, right after the
+        observation is built and with the collector paused (see :func:`_pause_collector`),
+        it measured 7-15 us a step against 21-25 us once the caller had resumed (a server
+        at 256 sessions), when the whole batch's observations have gone cold.
+        It runs for the whole batch, so it must not raise.
+        """
         size = 64 if size is None else size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a positive integer, got {size!r}")
@@ -188,7 +201,7 @@ class ToolPool:
 
         name, registered, self.env_id = found
         rules, _, _ = build(name, **{**registered, **env_kwargs})
-        self.size, self.timeout = size, timeout
+        self.size, self.timeout, self.render = size, timeout, render
         self.batch = Batch(rules, size)
         self.scenario, self.state = rules, self.batch.state
         self.sessions = [ToolSession(self.scenario, self.state, world=i) for i in range(size)]
@@ -369,6 +382,8 @@ class ToolPool:
         active[worlds] = True
         reward, terminated, truncated = self.batch.step(actions, active)
         observations, infos = self._observations(worlds)
+        if self.render is not None:
+            observations = list(map(self.render, observations))
         # tuple.__new__ makes each PoolStep without the Python-level __new__ of a NamedTuple
         steps = map(tuple.__new__, repeat(PoolStep), zip(observations, reward[worlds].tolist(),
                                                          terminated[worlds].tolist(), truncated[worlds].tolist(),
