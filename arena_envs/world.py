@@ -199,20 +199,26 @@ class WorldState:
 
     def take(self, index) -> WorldState:
         """A new state holding the worlds ``index`` (an integer array: a copy)."""
-        kw = {f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self) if f_.name != "extra"}
-        return WorldState(**kw, extra={k: v[index] for k, v in self.extra.items()})
+        arrays = self.__dict__  # ndarray.take: a third of the time of fancy indexing here
+        kw = {name: arrays[name].take(index, axis=0) for name in _STATE_ARRAYS}
+        return WorldState(**kw, extra={k: v.take(index, axis=0) for k, v in self.extra.items()})
 
     def put(self, index, part: WorldState) -> None:
         """Write the worlds of ``part`` back at ``index``."""
-        for f_ in dataclasses.fields(self):
-            if f_.name != "extra":
-                getattr(self, f_.name)[index] = getattr(part, f_.name)
+        arrays, parts = self.__dict__, part.__dict__
+        for name in _STATE_ARRAYS:
+            arrays[name][index] = parts[name]
         for k, v in self.extra.items():
             v[index] = part.extra[k]
 
     def copy(self) -> WorldState:
-        kw = {f_.name: getattr(self, f_.name).copy() for f_ in dataclasses.fields(self) if f_.name != "extra"}
+        kw = {name: getattr(self, name).copy() for name in _STATE_ARRAYS}
         return WorldState(**kw, extra={k: v.copy() for k, v in self.extra.items()})
+
+
+_STATE_ARRAYS = tuple(f_.name for f_ in dataclasses.fields(WorldState) if f_.name != "extra")
+"""WorldState's array fields: ``take`` and ``put`` run on every partial step of a pool (a
+server's), where ``dataclasses.fields`` cost as much as the copying of a small subset."""
 
 
 @dataclass
@@ -238,7 +244,9 @@ class ToolActions:
     message_target: np.ndarray
 
     def take(self, index) -> ToolActions:
-        return ToolActions(**{f_.name: getattr(self, f_.name)[index] for f_ in dataclasses.fields(self)})
+        """The actions of the worlds ``index`` (an integer array: a copy)."""
+        arrays = self.__dict__
+        return ToolActions(**{name: arrays[name].take(index, axis=0) for name in _ACTION_ARRAYS})
 
     @classmethod
     def idle(cls, shape: tuple[int, ...]) -> ToolActions:
@@ -257,6 +265,9 @@ class ToolActions:
         actions = cls.idle(shape)
         actions.tool[...] = NO_TOOL
         return actions
+
+
+_ACTION_ARRAYS = tuple(f_.name for f_ in dataclasses.fields(ToolActions))
 
 
 @dataclass
