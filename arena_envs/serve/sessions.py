@@ -291,19 +291,13 @@ class PoolHub(SessionHub):
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
         if action.message is None:  # one plain call, the usual case: _play's work without its
             # closure, Tick and unused result dict (a few us of every step)
-            try:
-                step = await self.pool.call(action.tool_call(), id=session.token)
-            except ToolCallError as err:
-                raise SessionError(str(err)) from None
+            step = await self._call(session, action.tool_call())
             self.steps += 1
-            return self._answer(session, step.observation, 0.0 + step.reward, step.terminated, step.truncated,
+            return self._answer(session, step.observation, step.reward, step.terminated, step.truncated,
                                 step.info)
 
         async def tick(call: Any) -> Tick:
-            try:
-                step = await self.pool.call(call, id=session.token)
-            except ToolCallError as err:
-                raise SessionError(str(err)) from None
+            step = await self._call(session, call)
             result = step.observation.result
             return Tick(step, step.reward, step.terminated or step.truncated,
                         None if result is None else result.to_dict())
@@ -312,6 +306,13 @@ class PoolHub(SessionHub):
         step = last.outcome
         info = step.info if parse is None else {**step.info, "parse": parse}
         return self._answer(session, step.observation, reward, step.terminated, step.truncated, info)
+
+    async def _call(self, session: ArenaSession, call: Any) -> Any:
+        """One tool call in ``session``'s world; one the tool layer cannot read is the client's error."""
+        try:
+            return await self.pool.call(call, id=session.token)
+        except ToolCallError as err:
+            raise SessionError(str(err)) from None
 
     def _answer(self, session: ArenaSession, rendered: Rendered, reward: float, terminated: bool,
                 truncated: bool, info: dict[str, Any], first: bool = False) -> ArenaObservation:
