@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -154,12 +155,21 @@ def test_seed_lists_and_reset_masks_as_unsharded():
         sharded.close()
 
 
-def test_bad_input_is_refused_before_any_world_moves():
+@contextlib.contextmanager
+def reset_pair(seed: int):
+    """A native batch of 4 Foraging worlds and the same batch on 2 workers, both reset with ``seed``."""
     native = ArenaVectorEnv(4, "foraging")
     sharded = ShardedVectorEnv(4, 2, scenario="foraging")
     try:
-        native.reset(seed=1)
-        sharded.reset(seed=1)
+        native.reset(seed=seed)
+        sharded.reset(seed=seed)
+        yield native, sharded
+    finally:
+        sharded.close()
+
+
+def test_bad_input_is_refused_before_any_world_moves():
+    with reset_pair(seed=1) as (native, sharded):
         with pytest.raises(ValueError, match="seeds"):
             sharded.reset(seed=[1, 2, 3])
         with pytest.raises(ValueError, match="reset_mask"):
@@ -172,36 +182,24 @@ def test_bad_input_is_refused_before_any_world_moves():
         for _ in range(5):  # still in step with the native batch: nothing above moved a world
             actions = native.action_space.sample()
             assert_same_step(native.step(actions), sharded.step(actions))
-    finally:
-        sharded.close()
 
 
 def test_out_of_range_values_reach_the_native_env_unchanged():
     """Values the shared buffers cannot hold exactly (floats for an int tool) travel by pipe, so
     every world answers them as the unsharded batch does."""
-    native = ArenaVectorEnv(4, "foraging")
-    sharded = ShardedVectorEnv(4, 2, scenario="foraging")
-    try:
-        native.reset(seed=9)
-        sharded.reset(seed=9)
+    with reset_pair(seed=9) as (native, sharded):
         native.action_space.seed(0)
         actions = native.action_space.sample()
         actions["tool"] = np.array([0, 99, -1, 6])  # 99 and -1: INVALID_PARAMS for those worlds only
         actions["move_to"] = actions["move_to"].astype(np.float64)
         actions["move_to"][0, 0] = np.nan
         assert_same_step(native.step(actions), sharded.step(actions))
-    finally:
-        sharded.close()
 
 
 def test_actions_shaped_unlike_the_buffers_are_judged_by_the_native_env():
     """An unknown key, a missing query_world entry, a list: what the shared buffers cannot take
     as it is goes to the workers' native batches, which answer it as the unsharded batch does."""
-    native = ArenaVectorEnv(4, "foraging")
-    sharded = ShardedVectorEnv(4, 2, scenario="foraging")
-    try:
-        native.reset(seed=3)
-        sharded.reset(seed=3)
+    with reset_pair(seed=3) as (native, sharded):
         native.action_space.seed(5)
         actions = native.action_space.sample()
         with pytest.raises(ValueError, match="unknown action keys"):
@@ -212,8 +210,6 @@ def test_actions_shaped_unlike_the_buffers_are_judged_by_the_native_env():
         assert_same_step(native.step(partial), sharded.step(partial))
         as_lists = {**actions, "tool": actions["tool"].tolist()}
         assert_same_step(native.step(as_lists), sharded.step(as_lists))
-    finally:
-        sharded.close()
 
 
 def test_observations_are_copies_unless_asked():
