@@ -254,6 +254,52 @@ def test_calls_beyond_the_limit_or_after_the_episode_ended_are_not_run():
     assert ended.info["parse"]["calls_run"] == 2 and ended.info["parse"]["calls_not_run"] == 3
 
 
+_ASSISTANT_TEXT = st.one_of(st.none(), st.text(max_size=40), st.sampled_from(
+    ['{"tool": "idle"}', '<tool_call>{bad</tool_call>', '{"name": "collect"', "```json\n[]\n```"]))
+_TOOL_CALL = st.fixed_dictionaries({"function": st.fixed_dictionaries(
+    {"name": st.one_of(st.sampled_from(["idle", "move_to", "nope", ""]), st.integers()),
+     "arguments": st.one_of(st.text(max_size=20), st.just('{"target": [1, 0, 1]}'), st.none())})})
+_MESSAGES = st.one_of(_ASSISTANT_TEXT.filter(lambda text: text is not None), st.fixed_dictionaries(
+    {"role": st.just("assistant"), "content": _ASSISTANT_TEXT,
+     "tool_calls": st.one_of(st.none(), st.lists(_TOOL_CALL, max_size=3), st.just("x"))}))
+
+
+@pytest.fixture(scope="module", params=["foraging", "treasure_hunt"])
+def message_hub(request):
+    return make_hub(request.param, max_sessions=2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(_MESSAGES, min_size=1, max_size=4))
+def test_any_assistant_message_gets_an_answer_or_a_clear_error(message_hub, messages):
+    """Messages with no readable call, broken calls, odd shapes: each one is either carried
+    out (its calls reported in ``info["parse"]``, a failed call as INVALID_PARAMS) or refused
+    with a SessionError; the session goes on either way. An empty message once raised a
+    KeyError here."""
+    pool = message_hub.scenario != "treasure_hunt"
+
+    async def main():
+        session = message_hub.factory()()
+        try:
+            await session.reset_async(seed=0)
+            for message in messages:
+                try:
+                    answer = await session.step_async(ArenaAction(message=message))
+                except SessionError:
+                    continue
+                parse = answer.info["parse"]
+                assert parse["calls_run"] >= 1 and parse["calls_not_run"] >= 0
+                assert len(parse["results"]) == parse["calls_run"]
+                if pool:
+                    assert answer.observation["last_action_result"] == parse["results"][-1]
+            call = {"tool": "idle"} if pool else {"tool": "ls"}
+            assert (await session.step_async(ArenaAction(**call))).info["success"] is not None
+        finally:
+            session.close()
+
+    asyncio.run(main())
+
+
 def test_treasure_hunt_reports_every_calls_output():
     async def main():
         hub = make_hub("treasure_hunt", max_sessions=1)
@@ -296,6 +342,40 @@ def test_a_step_answer_made_without_validation_is_the_validated_one():
             assert fast.model_fields_set == checked.model_fields_set | {"metadata"}
             assert fast.done is (terminated or truncated) and fast.tools == [] and fast.metadata == {}
     assert step_answer("t", {}, 0.0, False, False, {}).info == {}
+
+
+def test_the_wire_dump_is_pydantics_dump():
+    """``ArenaObservation.model_dump`` as OpenEnv's server calls it (its fast path, which
+    shares containers) equals pydantic's own dump, and so does the JSON sent; any other
+    call of it is pydantic's."""
+    from openenv.core.env_server.serialization import serialize_observation
+    from openenv.core.env_server.types import WSObservationResponse
+    from pydantic import BaseModel
+
+    from arena_envs.serve.models import observation_answer, step_answer
+
+    async def main():
+        hub = make_hub("crafting", 2)
+        session = hub.factory()()
+        first = await session.reset_async(seed=3, arrays=True)
+        steps = [await session.step_async(ArenaAction(**call)) for call in (
+            {"tool": "query_inventory"}, {"tool": "move_to", "params": {"target": [5, 0, 5]}},
+            {"message": {"role": "assistant", "content": "", "tool_calls": []}}, {"tool": "nope"})]
+        return [first, *steps]
+
+    answers = asyncio.run(main())
+    answers += [step_answer("t", {"a": [1, {"b": (2.0, None)}]}, 0.5, True, False, {"score": 1.0}),
+                observation_answer("t", None, [{"type": "function"}], first=True)]
+    for answer in answers:
+        exclude = {"reward", "done"}
+        fast, slow = answer.model_dump(exclude=exclude), BaseModel.model_dump(answer, exclude=exclude)
+        assert fast == slow and list(fast) == list(slow)
+        sent = json.loads(WSObservationResponse(data=serialize_observation(answer)).model_dump_json())
+        assert sent["data"]["observation"] == json.loads(answer.model_dump_json(exclude=exclude))
+        assert answer.model_dump() == BaseModel.model_dump(answer)  # other calls: pydantic's
+        assert answer.model_dump(exclude={"reward"}) == BaseModel.model_dump(answer, exclude={"reward"})
+        assert answer.model_dump(mode="json", exclude=exclude) == BaseModel.model_dump(answer, mode="json",
+                                                                                       exclude=exclude)
 
 
 @pytest.mark.parametrize("data", [

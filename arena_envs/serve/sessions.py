@@ -98,6 +98,7 @@ def read_calls(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[list[A
     parsed = parse_reply(action.message, tools=tools)
     telemetry = parsed.telemetry()
     if parsed.failure:
+        telemetry["calls_not_run"] = 0
         return [action.message], telemetry
     calls = [call.as_call() if call.name else action.message for call in parsed.calls]
     telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
