@@ -36,9 +36,12 @@ writes them straight into shared memory; the others' are copied there. With the 
 ``copy=True`` the caller owns the observations it gets, which no later call changes: they
 come from sets of shared arrays handed out in turn, a set being written again only once
 nobody holds any of its arrays (their reference counts say so), so no copy is made unless
-the caller keeps every set. With ``copy=False`` they are views of one set that the next
-``step`` or ``reset`` overwrites (what a trainer that copies them into its own buffers
-wants). Arrays still held when the env closes stay readable.
+the caller keeps every set (a view of an array counts as holding it). With ``copy=False``
+they are views of one set that the next ``step`` or ``reset`` overwrites (what a trainer that
+copies them into its own buffers wants). A step's rewards, episode ends and info are the
+caller's whatever ``copy`` is, handed out the same way from sets of their own: every process
+writes its rows there, so the step is joined without copying. Arrays still held when the
+env closes stay readable.
 """
 
 from __future__ import annotations
@@ -177,20 +180,19 @@ class _Shard:
 
     Observations go to one of several sets of shared arrays (the one each call names):
     written by the native batch itself when it can (:meth:`ArenaVectorEnv.observe_into`),
-    else copied there. A worker also puts its rewards, episode ends and (when it has the
-    usual keys) its info there; the shard in the parent process hands them over directly.
+    else copied there. A step's rewards, episode ends and (when it has the usual keys) info
+    go to one of the sets of result arrays, the same way in every process.
     """
 
-    def __init__(self, envs: VectorEnv, lo: int, hi: int, obs: Sequence[_Block], out: _Block, act: _Block,
-                 info: _Block | None, direct: bool):
+    def __init__(self, envs: VectorEnv, lo: int, hi: int, obs: Sequence[_Block], results: Sequence[_Block],
+                 act: _Block, direct: bool):
         self.envs, self.direct = envs, direct
         self.obs_sets = [block.arrays(lo, hi) for block in obs]
         self.obs_dicts = [{path[0]: array for path, array in zip(block.paths, arrays, strict=True)}
                           for block, arrays in zip(obs, self.obs_sets, strict=True)] if direct else []
-        self.out = out.arrays(lo, hi)
+        self.result_sets = [block.arrays(lo, hi) for block in results]  # reward, terminated, truncated, info
         self.actions = _build(act.paths, act.arrays(lo, hi))
-        self.info_layout = info.layout if info is not None else None
-        self.info = info.arrays(lo, hi) if info is not None else None
+        self.info_layout = _result_info_layout(results[0])
         self.last_obs: Any = None  # what the native batch last returned (when it cannot write in place)
 
     def observed(self, j: int, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -216,12 +218,14 @@ class _Shard:
     def run(self, command: str, data: Any, j: int | None) -> Any:
         """Carry out one command of the parent; the reply's data."""
         if command == "step":
+            j, r = j  # the observation set, the result set
             result = self.observed(j, self.envs.step, self.actions if data is None else data)
-            for view, value in zip(self.out, result[1:4], strict=True):
+            views = self.result_sets[r]
+            for view, value in zip(views[:3], result[1:4], strict=True):
                 view[...] = value
             info = result[4]
-            if self.info is not None and _fits(info, self.info_layout):
-                for view, (_, value) in zip(self.info, _leaves(info), strict=True):
+            if self.info_layout and _fits(info, self.info_layout):
+                for view, (_, value) in zip(views[3:], _leaves(info), strict=True):
                     view[...] = value
                 return _IN_SHARED_MEMORY
             return info
@@ -237,8 +241,13 @@ class _Shard:
 
 
 _IN_SHARED_MEMORY = "info in shared memory"
-_STEP = b"s"  # a step whose actions are in shared memory: this byte and the set's index
+_STEP = b"s"  # a step whose actions are in shared memory: this byte, the observation and result sets
 _DONE, _REPLY, _ERROR = b"i", b"k", b"e"  # a worker's reply: info in shared memory, pickled data, pickled error
+
+
+def _result_info_layout(block: _Block) -> list[tuple[tuple, tuple[int, ...], np.dtype]]:
+    """The info entries of a block of results (after reward, terminated, truncated), paths as in the info."""
+    return [(path[1:], shape, dtype) for path, shape, dtype in block.layout[3:]]
 
 
 def _fits(info: dict[str, Any], layout: list[tuple[tuple, tuple[int, ...], np.dtype]]) -> bool:
@@ -270,8 +279,8 @@ def _receive(conn: Connection, spin: float) -> bytes:
     return conn.recv_bytes()
 
 
-def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: list[_Block], out: _Block,
-            act: _Block, info: _Block | None, direct: bool, spin: float, conn: Connection,
+def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: list[_Block],
+            results: list[_Block], act: _Block, direct: bool, spin: float, conn: Connection,
             parent_end: Connection | None) -> None:
     """Run a native batch of worlds ``lo:hi`` until told to close (or the parent is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
@@ -280,7 +289,7 @@ def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: in
     envs = None
     try:
         envs = make_native(hi - lo)
-        shard = _Shard(envs, lo, hi, obs, out, act, info, direct)
+        shard = _Shard(envs, lo, hi, obs, results, act, direct)
         conn.send_bytes(_REPLY + pickle.dumps(None))
         while True:
             try:
@@ -288,7 +297,7 @@ def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: in
             except EOFError:  # the parent died
                 break
             if message[:1] == _STEP:
-                command, data, j = "step", None, message[1]
+                command, data, j = "step", None, (message[1], message[2])
             else:
                 command, data, j = pickle.loads(message)
             if command == "close":
@@ -389,6 +398,7 @@ class ShardedVectorEnv(VectorEnv):
         self._blocks: list[_Block] = []
         self._local: _Shard | None = None  # shard 0, stepped in this process
         self._sets: list[tuple[Any, list[Any], list[int], _Block]] = []  # see _handed_out
+        self._results: list[tuple[list[np.ndarray], list[Any], list[int], _Block]] = []  # see _handed_out_results
 
         # a one-world prototype in this process: spaces, metadata, and the arrays' shapes and dtypes
         prototype = make_native(1)
@@ -414,38 +424,36 @@ class ShardedVectorEnv(VectorEnv):
             prototype.close()
         self.autoreset_mode = self.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
 
-        # shared memory: observation sets (0: the working set, then the rotating ones); reward,
-        # terminated, truncated; actions; info
+        # shared memory: observation sets (0: the working set, then the rotating ones); result sets
+        # (reward, terminated, truncated and the info's arrays, 0 and rotating ones too); actions
         obs_layout = ([((key,), shape, dtype) for key, (shape, dtype) in raw.items()] if self._direct
                       else [(p, np.shape(v)[1:], np.asarray(v).dtype) for p, v in _leaves(first_obs)])
         sets = 1 + (self.ROTATING_SETS if copy else 0)
-        info_layout = _info_layout(first_info)
+        info_layout = _info_layout(first_info) or []
+        result_layout = [(("reward",), np.shape(reward)[1:], np.asarray(reward).dtype),
+                         (("terminated",), np.shape(terminated)[1:], np.bool_),
+                         (("truncated",), np.shape(truncated)[1:], np.bool_),
+                         *((("info", *path), shape, dtype) for path, shape, dtype in info_layout)]
         try:
             obs = [_Block(obs_layout, num_envs) for _ in range(sets)]
             self._blocks += obs
-            out = _Block([(("reward",), np.shape(reward)[1:], np.asarray(reward).dtype),
-                          (("terminated",), np.shape(terminated)[1:], np.bool_),
-                          (("truncated",), np.shape(truncated)[1:], np.bool_)], num_envs)
+            results = [_Block(result_layout, num_envs) for _ in range(1 + self.ROTATING_SETS)]
+            self._blocks += results
             act = _Block(_space_leaves(self.single_action_space), num_envs)
-            self._blocks += [out, act]
-            info = _Block(info_layout, num_envs) if info_layout and num_workers > 1 else None
-            if info is not None:
-                self._blocks.append(info)
+            self._blocks.append(act)
             self._act_paths, self._act = act.paths, act.arrays()
             self._act_keys: dict[Any, int] = {}  # top-level key: how many keys its dict has (0: an array)
             for path in self._act_paths:
                 if path:  # a bare array (path ()) takes the general path
                     self._act_keys[path[0]] = self._act_keys.get(path[0], 0) + (len(path) > 1)
             self._act_fits: dict[tuple, bool] = {}  # (path, dtype): whether the buffer holds it exactly
-            self._out = out.arrays()
-            self._info = info.arrays() if info is not None else None
-            self._info_paths = [path for path, _, _ in info_layout] if info_layout else None
+            self._info_paths = [path for path, _, _ in info_layout]
 
             ctx = mp.get_context(context)
             for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
                 parent_end, child_end = ctx.Pipe()
                 process = ctx.Process(target=_worker, name=f"ShardedVectorEnv-worker-{k}", daemon=True,
-                                      args=(k, make_native, lo, hi, obs, out, act, info, self._direct,
+                                      args=(k, make_native, lo, hi, obs, results, act, self._direct,
                                             self.WORKER_SPIN if self._spin else 0.0, child_end,
                                             parent_end if ctx.get_start_method() == "fork" else None))
                 process.start()
@@ -454,11 +462,12 @@ class ShardedVectorEnv(VectorEnv):
                 self._conns[k] = parent_end
             # shard 0 is this process's: it steps while the workers step theirs
             lo, hi = self.bounds[0]
-            self._local = _Shard(make_native(hi - lo), lo, hi, obs, out, act, None, self._direct)
+            self._local = _Shard(make_native(hi - lo), lo, hi, obs, results, act, self._direct)
             self._sets = [self._handed_out(block) for block in obs]
-            for _, objects, counts, _ in self._sets:
+            self._results = [self._handed_out_results(block) for block in results]
+            for _, objects, counts, _ in self._sets + self._results:
                 counts += _refcounts(objects)
-            self._last_set = 0
+            self._last_set = self._last_results = 0
             self._gather(range(1, num_workers), (None, None))  # every worker has built its batch
         except BaseException:
             self.close()
@@ -495,38 +504,14 @@ class ShardedVectorEnv(VectorEnv):
     def step(self, actions):
         self._check_open()
         by_pipe, local_actions = self._write_actions(actions)
-        j = self._pick_set()
+        sets = (self._pick_set(), self._pick_results())  # where the observations and the results go
         for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
             if by_pipe is None:
-                self._send_bytes(k, _STEP + bytes([j]))
+                self._send_bytes(k, _STEP + bytes(sets))
             else:
-                self._send(k, "step", _slice(by_pipe, lo, hi), j)
-        local = self._run_local("step!", local_actions, j)
-        # while the workers finish: the whole batch's arrays, with shard 0's rows
-        lo, hi = self.bounds[0]
-        joined = None
-        if local[1] is None and self.num_workers > 1:
-            _, *ends, local_info = local[0]
-            ends = [_rows_of(self.num_envs, lo, hi, value) for value in ends]
-            info_leaves = _leaves(local_info)
-            if self._info_paths is not None and [path for path, _ in info_leaves] == self._info_paths:
-                joined = [_rows_of(self.num_envs, lo, hi, value) for _, value in info_leaves]
-        replies = self._gather(range(1, self.num_workers), local)
-        if self.num_workers == 1:
-            _, reward, terminated, truncated, info = replies[0]
-            return self._observations(j), reward.copy(), terminated.copy(), truncated.copy(), info
-        for (lo, hi), shared in zip(self.bounds[1:], [self._out] * (self.num_workers - 1), strict=True):
-            for full, part in zip(ends, shared, strict=True):
-                full[lo:hi] = part[lo:hi]
-        if joined is not None and all(replies[k] is _IN_SHARED_MEMORY for k in range(1, self.num_workers)):
-            for lo, hi in self.bounds[1:]:
-                for full, part in zip(joined, self._info, strict=True):
-                    full[lo:hi] = part[lo:hi]
-            info = _build(self._info_paths, joined)
-        else:
-            infos = [local_info] + [self._worker_info(k, replies[k]) for k in range(1, self.num_workers)]
-            info = _join_infos(infos, self._sizes)
-        return (self._observations(j), *ends, info)
+                self._send(k, "step", _slice(by_pipe, lo, hi), sets)
+        replies = self._gather(range(1, self.num_workers), self._run_local("step", local_actions, sets))
+        return (self._observations(sets[0]), *self._step_results(sets[1], replies))
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` (or read attribute ``name``) of every worker's native batch."""
@@ -566,9 +551,9 @@ class ShardedVectorEnv(VectorEnv):
         if self._local is not None:
             self._local.envs.close()
             self._local = None
-        self._out = self._act = self._info = []  # views must go before their memory does
-        in_use = {id(block): _refcounts(objects) != counts for _, objects, counts, block in self._sets}
-        self._sets = []
+        self._act = []  # views must go before their memory does
+        in_use = {id(block): _refcounts(objects) != counts for _, objects, counts, block in self._sets + self._results}
+        self._sets = self._results = []
         for block in self._blocks:
             block.free(in_use.get(id(block), False))
         self._blocks = []
@@ -602,8 +587,18 @@ class ShardedVectorEnv(VectorEnv):
             tree = self._local.envs.observation_views({path[0]: a for path, a in zip(block.paths, arrays, strict=True)})
         else:
             tree = _build(block.paths, arrays)
-        objects = list({id(a): a for a in (*arrays, *(leaf for _, leaf in _leaves(tree)))}.values())
-        return tree, objects, [], block
+        return tree, _watched([*arrays, *(leaf for _, leaf in _leaves(tree))]), [], block
+
+    def _handed_out_results(self, block: _Block) -> tuple[list[np.ndarray], list[Any], list[int], _Block]:
+        """A set of result arrays (reward, terminated, truncated, the info's), as :meth:`_handed_out`."""
+        arrays = block.arrays()
+        return arrays, _watched(arrays), [], block
+
+    def _pick_results(self) -> int:
+        """The result set this step writes: a rotating one none of whose arrays anyone still holds,
+        else the working set 0, copied out (whatever ``copy`` is: rewards and infos are small)."""
+        r = self._last_results = _free_set(self._results, self._last_results)
+        return r
 
     def _pick_set(self) -> int:
         """The observation set this call writes: with ``copy=False`` always the working set 0,
@@ -611,15 +606,8 @@ class ShardedVectorEnv(VectorEnv):
         arrays anyone still holds (their refcounts are as when they were made), handed out
         as it is, so the caller owns arrays no later call writes, without a copy; or, when
         the caller holds every rotating set, set 0, copied out."""
-        if self.copy:
-            for offset in range(1, len(self._sets)):
-                j = 1 + (self._last_set + offset - 1) % (len(self._sets) - 1)
-                _, objects, counts, _ = self._sets[j]
-                if _refcounts(objects) == counts:
-                    self._last_set = j
-                    return j
-        self._last_set = 0
-        return 0
+        j = self._last_set = _free_set(self._sets, self._last_set) if self.copy else 0
+        return j
 
     def _observations(self, j: int):
         tree = self._sets[j][0]
@@ -627,11 +615,21 @@ class ShardedVectorEnv(VectorEnv):
             return _copy_tree(tree)
         return dict(tree) if isinstance(tree, dict) else tree
 
-    def _run_local(self, command: str, data: Any, j: int | None) -> tuple[Any, Exception | None]:
+    def _step_results(self, r: int, replies: dict[int, Any]) -> tuple[Any, ...]:
+        """Reward, terminated, truncated and info of the step whose results went to set ``r``."""
+        arrays = self._results[r][0]
+        if all(reply is _IN_SHARED_MEMORY for reply in replies.values()):
+            info = _build(self._info_paths, arrays[3:]) if self._info_paths else {}
+            if r == 0:  # the caller holds every rotating set
+                return *(a.copy() for a in arrays[:3]), _copy_tree(info)
+            return *arrays[:3], info
+        infos = [self._shard_info(k, r, replies[k]) for k in range(self.num_workers)]
+        ends = (a.copy() for a in arrays[:3]) if r == 0 else arrays[:3]
+        return *ends, _join_infos(infos, self._sizes)
+
+    def _run_local(self, command: str, data: Any, j: Any) -> tuple[Any, Exception | None]:
         """Shard 0's part of a call (run while the workers run theirs): (its reply, its error)."""
         try:
-            if command == "step!":  # the whole step result, for this process to join
-                return self._local.observed(j, self._local.envs.step, data), None
             return self._local.run(command, data, j), None
         except Exception as error:  # noqa: BLE001  (raised once the workers have answered)
             return None, error
@@ -664,11 +662,12 @@ class ShardedVectorEnv(VectorEnv):
             raise error
         return replies
 
-    def _worker_info(self, k: int, reply: Any) -> dict[str, Any]:
+    def _shard_info(self, k: int, r: int, reply: Any) -> dict[str, Any]:
+        """Shard ``k``'s info: its reply, or its rows of result set ``r``."""
         if reply is not _IN_SHARED_MEMORY:
             return reply
         lo, hi = self.bounds[k]
-        return _build(self._info_paths, [a[lo:hi] for a in self._info])
+        return _build(self._info_paths, [a[lo:hi] for a in self._results[r][0][3:]]) if self._info_paths else {}
 
     def _fail(self, k: int, why: str) -> None:
         lo, hi = self.bounds[k]
@@ -740,11 +739,23 @@ class ShardedVectorEnv(VectorEnv):
         return [info or _masked_like(template, n) for info, n in zip(infos, self._sizes, strict=True)]
 
 
-def _rows_of(size: int, lo: int, hi: int, value: np.ndarray) -> np.ndarray:
-    """A new array for ``size`` worlds like ``value``, which fills its rows ``lo:hi``."""
-    full = np.empty((size, *value.shape[1:]), value.dtype)
-    full[lo:hi] = value
-    return full
+def _watched(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The objects whose reference counts tell whether anyone holds ``arrays`` or a view of them:
+    the arrays and their bases (a view of a view refers to the first array of the chain that
+    does not view another array, not to the array it was cut from)."""
+    bases = (a.base for a in arrays if isinstance(a.base, np.ndarray))
+    return list({id(a): a for a in (*arrays, *bases)}.values())
+
+
+def _free_set(sets: Sequence[tuple[Any, list[Any], list[int], Any]], last: int) -> int:
+    """The rotating set after ``last`` (sets 1, 2, ...) none of whose watched objects anyone holds
+    (their reference counts are as when the set was made), else the working set 0."""
+    for offset in range(1, len(sets)):
+        j = 1 + (last + offset - 1) % (len(sets) - 1)
+        _, objects, counts, _ = sets[j]
+        if _refcounts(objects) == counts:
+            return j
+    return 0
 
 
 def _copy_tree(tree: Any) -> Any:

@@ -264,6 +264,39 @@ def test_observations_kept_across_steps_never_change():
         sharded.close()
 
 
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_kept_view_or_result_never_changes(copy):
+    """What the caller keeps of a step stays as it was, each kind alone (so that the sets are
+    not all held at once): a view of one observation column (copy=True), the rewards, episode
+    ends and info entries (always)."""
+    native = ArenaVectorEnv(6, "foraging", **SHORT)
+    sharded = ShardedVectorEnv(6, 2, scenario="foraging", copy=copy, **SHORT)
+    try:
+        sharded.reset(seed=3)
+        native.reset(seed=3)
+        native.action_space.seed(2)
+        kept = []
+        for t in range(60):
+            actions = native.action_space.sample()
+            expected = native.step(actions)
+            got = sharded.step(actions)
+            assert_same_step(expected, got)
+            if t % 10 == 0:  # one kept thing at a time, dropped after a few steps
+                kept = []
+            if t % 10 == 1 and copy:
+                kept.append((got[0]["agent"][:, 0], expected[0]["agent"][:, 0].copy()))
+            elif t % 10 == 2:
+                kept.append((got[1], expected[1].copy()))
+            elif t % 10 == 3:
+                kept.append((got[2] | got[3], expected[2] | expected[3]))
+                kept.append((got[4]["score"][1:], expected[4]["score"][1:].copy()))
+            del got
+            for value, want in kept:
+                np.testing.assert_array_equal(value, want, err_msg=f"step {t}")
+    finally:
+        sharded.close()
+
+
 def test_observations_outlive_the_env():
     """Arrays handed out of shared memory stay readable after close (their memory is not unmapped
     under them): in a child process, since reading unmapped memory would crash this one."""
