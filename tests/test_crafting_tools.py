@@ -267,7 +267,7 @@ def test_the_seed_crafter_makes_the_sword_through_the_pool():
         original = pool.scenario.step
 
         def counting_step(state, actions, active=None):
-            steps.append(int(active.sum()))
+            steps.append(state.batch_size if active is None else int(active.sum()))  # worlds stepped
             return original(state, actions, active)
 
         pool.scenario.step = counting_step

@@ -143,11 +143,11 @@ def test_a_team_session_commands_the_blue_team_against_the_scripted_red_team(ser
 def test_256_concurrent_sessions_step_together_with_no_cross_talk(servers):
     url, app = servers["foraging"]
     pool = app.state.hub.pool
-    active_counts, original = [], pool.batch.step
+    active_counts, original = [], pool.scenario.step
 
-    def counting(actions, active=None):
-        active_counts.append(int(active.sum()))
-        return original(actions, active)
+    def counting(state, actions, active=None):
+        active_counts.append(state.batch_size if active is None else int(active.sum()))  # worlds stepped
+        return original(state, actions, active)
 
     async def session(seed: int):
         async with GenericEnvClient(base_url=url, message_timeout_s=120) as env:
@@ -162,11 +162,11 @@ def test_256_concurrent_sessions_step_together_with_no_cross_talk(servers):
     async def main():
         return await asyncio.gather(*(session(seed) for seed in range(256)))
 
-    pool.batch.step = counting
+    pool.scenario.step = counting
     try:
         results = asyncio.run(main())
     finally:
-        del pool.batch.step
+        del pool.scenario.step
     solo = {}
     for seed in (0, 1, 137, 255):
         obs, _ = gym.make("arena_envs/Foraging-v0").reset(seed=seed)

@@ -110,13 +110,13 @@ def test_256_ids_on_16_arena_worlds_through_a_stateful_tool_batch_and_match_solo
     pool = arena_act.pool
     assert isinstance(pool, ToolPool) and pool.size == 16
     stepped = []
-    original = pool.batch.step
+    original = pool.scenario.step
 
-    def counting(actions, active=None):
-        stepped.append(int(active.sum()))
-        return original(actions, active)
+    def counting(state, actions, active=None):
+        stepped.append(state.batch_size if active is None else int(active.sum()))  # worlds stepped
+        return original(state, actions, active)
 
-    pool.batch.step = counting
+    pool.scenario.step = counting
 
     async def episode(seed):
         obs = await pool.acquire(seed, seed=seed)
@@ -133,7 +133,7 @@ def test_256_ids_on_16_arena_worlds_through_a_stateful_tool_batch_and_match_solo
     try:
         results = asyncio.run(main())
     finally:
-        pool.batch.step = original
+        pool.scenario.step = original
     for seed in (0, 15, 16, 255):
         assert results[seed] == solo_arena(seed), f"id {seed} diverged from its solo run"
     assert max(stepped) == 16  # calls of many ids shared batched steps

@@ -59,7 +59,7 @@ def test_256_concurrent_ids_on_64_worlds_match_solo_runs():
         original = pool.scenario.step
 
         def counting_step(state, actions, active=None):
-            steps.append(int(active.sum()))
+            steps.append(state.batch_size if active is None else int(active.sum()))  # worlds stepped
             return original(state, actions, active)
 
         pool.scenario.step = counting_step
@@ -73,6 +73,48 @@ def test_256_concurrent_ids_on_64_worlds_match_solo_runs():
     assert max(steps) == 64  # concurrent calls share one batched step
     assert sum(steps) == 256 * CALLS and len(steps) <= 256 * CALLS / 8  # about 8+ calls per step
     assert pool.monitor()["free"] == 64 and pool.monitor()["acquired"] == 0
+
+
+@pytest.mark.parametrize("size", [4, 6])
+def test_calls_joining_in_any_order_get_their_own_worlds_step(size):
+    """The ids' calls join each batched step in a shuffled order (the pool full, size 4, or
+    with idle worlds, size 6): every id still gets its own world's observation, reward and
+    episode end, as in a solo run of the same seed, till its episode ends (max_ticks=40)."""
+    seeds = [3, 11, 7, 5]
+
+    def solo_run(seed):
+        env = ToolCallWrapper(gym.make("arena_envs/Foraging-v0", max_ticks=40))
+        obs, _ = env.reset(seed=seed)
+        keys = []
+        for i in range(45):
+            step = env.step(policy(obs, i))
+            obs = step[0]
+            keys.append((*trajectory_key(step), step[2], step[3]))
+            if step[2] or step[3]:
+                break
+        return keys
+
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=size, max_ticks=40)
+        obs = {seed: await pool.acquire(seed, seed=seed) for seed in seeds}
+        keys = {seed: [] for seed in seeds}
+        order = np.random.default_rng(0)
+        for i in range(45):
+            running = [seed for seed in seeds if not keys[seed] or not any(keys[seed][-1][-2:])]
+            if not running:
+                break
+            running = [running[k] for k in order.permutation(len(running))]
+            steps = await asyncio.gather(*(pool.call(policy(obs[seed], i), id=seed) for seed in running))
+            for seed, step in zip(running, steps, strict=True):
+                obs[seed] = step.observation
+                keys[seed].append((*trajectory_key(step), step.terminated, step.truncated))
+        return keys
+
+    keys = asyncio.run(main())
+    for seed in seeds:
+        assert keys[seed] == solo_run(seed), f"seed {seed} got another world's step"
+    assert any(key[-1] for seed in seeds for key in keys[seed])  # episodes did end
+    assert any(key[-3] != 0.0 for seed in seeds for key in keys[seed])  # and rewards came
 
 
 def test_a_world_nobody_calls_does_not_advance():
