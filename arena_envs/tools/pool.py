@@ -381,7 +381,7 @@ class ToolPool:
 
         Fewer worlds than the pool holds (a server's pool, mostly idle) are stepped and observed
         as one copy of their rows, put back after the step: one copy, where stepping the subset
-        (``Batch.step``) and then observing it took two (a lone session's step 373 -> 3xx us).
+        (``Batch.step``) and then observing it took two (a lone session's step 373 -> 335 us in process).
         """
         rows = np.array(worlds)
         if len(rows) == self.size:
