@@ -141,9 +141,9 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
                station=None, query_radius=None, query_filter=None, message_token=None, message_target=None)
 
     def check(tool_id, good):
-        """Mark agents that chose ``tool_id`` invalid where ``good`` is false."""
+        """Mark agents that chose ``tool_id`` invalid where ``good`` is false (True: nowhere)."""
         nonlocal valid
-        if good is not False and np.count_nonzero(good) == good.size:  # the usual case: nothing to mark
+        if good is True:
             return
         valid = valid & (good | (tool != tool_id))
 
@@ -156,8 +156,9 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
                 move = move.astype(np.float32, copy=False)
             tx, tz, speed = move[..., 0], move[..., 1], move[..., 2]
             w = params.half_size  # NaN fails every comparison below
-            check(MOVE_TO, (np.abs(tx) <= w) & (np.abs(tz) <= w) & (speed >= F32(min_speed(params)))
+            ok = ((np.abs(tx) <= w) & (np.abs(tz) <= w) & (speed >= F32(min_speed(params)))
                   & (speed <= params.max_speed_multiplier))
+            check(MOVE_TO, True if np.count_nonzero(ok) == ok.size else ok)
             out.update(target_x=tx, target_z=tz, speed=speed)
     if used[COLLECT]:
         out["collect_index"] = _checked_index(fields[COLLECT], sp["collect"].n, COLLECT, check)
@@ -181,20 +182,23 @@ def _decode_arrays(actions: Any, shape: tuple[int, ...], space: spaces.Dict,
     zeros = np.zeros(shape, np.float32)
     out["speed"] = np.ones(shape, np.float32) if out["speed"] is None else out["speed"]
     agent_axis = (slice(None), None) if len(shape) == 1 else ...
-    failure = np.where(valid, OK, INVALID_PARAMS).astype(np.int8)
+    failure = (np.zeros(shape, np.int8) if valid is True
+               else np.where(valid, np.int8(OK), np.int8(INVALID_PARAMS)))
     return ToolActions(failure=failure[agent_axis], **{
         k: (zeros if v is None else v)[agent_axis] for k, v in out.items()})
 
 
-def _index(arr: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """An index array and where it is a whole number in [0, n)."""
+def _index(arr: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray | bool]:
+    """An index array and where it is a whole number in [0, n) (True: everywhere, the usual case)."""
     if arr.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0) & (arr < n)
         return np.where(ok, arr, 0).astype(np.intp), ok
-    ok = (arr >= 0) & (arr < n)
-    if np.count_nonzero(ok) == ok.size:  # the usual case: every index is in range as it is
-        return arr.astype(np.intp, copy=False), ok
+    # one comparison: seen unsigned, a negative index is a huge one (3 numpy calls fewer per field)
+    unsigned = arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    ok = unsigned < np.asarray(n, np.uint64)
+    if np.count_nonzero(ok) == ok.size:  # every index is in range as it is
+        return arr.astype(np.intp, copy=False), True
     return np.where(ok, arr, 0).astype(np.intp, copy=False), ok
 
 
@@ -213,7 +217,7 @@ def _checked_pair(arr, nvec, tool_id, check):
         return None, None
     first, ok_first = _index(arr[..., 0], int(nvec[0]))
     second, ok_second = _index(arr[..., 1], int(nvec[1]))
-    check(tool_id, ok_first & ok_second)
+    check(tool_id, True if ok_first is True and ok_second is True else ok_first & ok_second)
     return first, second
 
 

@@ -192,7 +192,10 @@ class _Shard:
                           for block, arrays in zip(obs, self.obs_sets, strict=True)] if direct else []
         self.result_sets = [block.arrays(lo, hi) for block in results]  # reward, terminated, truncated, info
         self.actions = _build(act.paths, act.arrays(lo, hi))
-        self.info_layout = _result_info_layout(results[0])
+        # the info entries one step of this shard writes: (path, shape, dtype), and whether all are top-level keys
+        self.info_spec = [(path, (hi - lo, *shape[1:]), dtype)
+                          for path, shape, dtype in _result_info_layout(results[0])]
+        self.info_flat = all(len(path) == 1 for path, _, _ in self.info_spec)
         self.last_obs: Any = None  # what the native batch last returned (when it cannot write in place)
 
     def observed(self, j: int, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -224,11 +227,12 @@ class _Shard:
             for view, value in zip(views[:3], result[1:4], strict=True):
                 view[...] = value
             info = result[4]
-            if self.info_layout and _fits(info, self.info_layout):
-                for view, (_, value) in zip(views[3:], _leaves(info), strict=True):
-                    view[...] = value
-                return _IN_SHARED_MEMORY
-            return info
+            values = _fitting(info, self.info_spec, self.info_flat) if self.info_spec else None
+            if values is None:
+                return info
+            for view, value in zip(views[3:], values, strict=True):
+                view[...] = value
+            return _IN_SHARED_MEMORY
         if command == "reset":
             return self.observed(j, self.envs.reset, **data)[1]
         if command == "reobserve":
@@ -250,11 +254,25 @@ def _result_info_layout(block: _Block) -> list[tuple[tuple, tuple[int, ...], np.
     return [(path[1:], shape, dtype) for path, shape, dtype in block.layout[3:]]
 
 
-def _fits(info: dict[str, Any], layout: list[tuple[tuple, tuple[int, ...], np.dtype]]) -> bool:
-    leaves = _leaves(info)
-    return len(leaves) == len(layout) and all(
-        path == want and type(value) is np.ndarray and value.dtype == dtype and value.shape[1:] == shape[1:]
-        for (path, value), (want, shape, dtype) in zip(leaves, layout, strict=True))
+def _fitting(info: Any, spec: list[tuple[tuple, tuple[int, ...], np.dtype]], flat: bool) -> list[np.ndarray] | None:
+    """The arrays of ``info`` in the order of ``spec`` ((path, shape, dtype) of each) when it has exactly
+    those entries, shapes and dtypes, else None. A flat dict is checked without walking it as a tree
+    (Foraging's 12 entries: 18 -> 11 us, once per step in every process)."""
+    if flat:
+        if type(info) is not dict or len(info) != len(spec):
+            return None
+        values = list(info.values())
+        if [path[0] for path, _, _ in spec] != list(info):
+            return None
+    else:
+        leaves = _leaves(info)
+        if [path for path, _ in leaves] != [path for path, _, _ in spec]:
+            return None
+        values = [value for _, value in leaves]
+    for value, (_, shape, dtype) in zip(values, spec, strict=True):
+        if type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype:
+            return None
+    return values
 
 
 # -- the worker ----------------------------------------------------------------------------------
