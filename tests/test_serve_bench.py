@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from arena_envs.serve import bench
 
@@ -15,6 +16,8 @@ def test_every_server_of_the_benchmark_answers_and_is_measured():
         row = by_sessions[2]
         assert row["steps_per_s"] > 0, kind
         assert 0 < row["p50_us"] <= row["p99_us"], kind
+        if os.path.exists(f"/proc/{os.getpid()}/stat"):  # Linux: the server's CPU time is read
+            assert 0 < row["cpu_us"] < 1e6, kind
 
 
 def test_the_floor_server_answers_with_a_real_observation_of_the_scenario():

@@ -6,8 +6,9 @@ instance per session (``ToolCallWrapper(gym.make(...))``, synchronous ``step``),
 OpenEnv runs in a thread per session. Both servers speak the same wire format (the same
 observation model), run in their own process, and are driven by the same client: N
 WebSocket sessions (in load processes of 128 sessions each), each resetting and then
-stepping as fast as its answers come back. Reported per N: aggregate steps/s and the p50/p99
-time from sending a step to receiving its answer.
+stepping as fast as its answers come back. Reported per N: aggregate steps/s, the p50/p99
+time from sending a step to receiving its answer, and the server process's CPU time per step
+(the stock server's threads keep more than one core busy; arena-serve and the floor, one).
 
 A third server, whose environment does no work at all (:func:`floor_app`), measures the
 protocol itself: OpenEnv's app, the WebSocket and the JSON of each step. Its steps/s over
@@ -21,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -170,9 +172,14 @@ _WITHOUT_GRADIO = "import sys; sys.modules.setdefault('gradio', None); "
 saves each process about 2.7 s of start-up (its web UI is not served here)."""
 
 
+class Server(NamedTuple):
+    url: str  # its WebSocket URL
+    pid: int  # its process
+
+
 @contextlib.contextmanager
-def server_process(kind: str, scenario: str, max_sessions: int) -> Iterator[str]:
-    """Run a server of ``kind`` ("arena" or "stock") in its own process; yield its ws URL."""
+def server_process(kind: str, scenario: str, max_sessions: int) -> Iterator[Server]:
+    """Run a server of ``kind`` ("arena", "floor" or "stock") in its own process while the block runs."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -191,7 +198,7 @@ def server_process(kind: str, scenario: str, max_sessions: int) -> Iterator[str]
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the {kind} server did not start")
             time.sleep(0.2)
-        yield f"ws://127.0.0.1:{port}/ws"
+        yield Server(f"ws://127.0.0.1:{port}/ws", process.pid)
     finally:
         process.terminate()
         try:
@@ -246,8 +253,24 @@ async def _client_load(url: str, first_seed: int, sessions: int, seconds: float)
     print(json.dumps(latencies), flush=True)
 
 
-def _load(url: str, sessions: int, seconds: float) -> dict[str, float]:
-    """``sessions`` sessions stepping for ``seconds`` once all have reset: steps/s and latency."""
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) process ``pid`` has used so far, where /proc tells (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load(server: Server, sessions: int, seconds: float) -> dict[str, float]:
+    """``sessions`` sessions stepping for ``seconds`` once all have reset: steps/s, latency, and
+    the server's CPU time per step (``cpu_us``: NaN where it cannot be read).
+
+    Steps/s says what a server delivers on this machine, where the load processes share its
+    two cores; CPU time per step says what each step costs the server, whatever the number of
+    cores (or threads) it keeps busy."""
+    url = server.url
     shares = [min(SESSIONS_PER_CLIENT, sessions - start) for start in range(0, sessions, SESSIONS_PER_CLIENT)]
     workers = []
     for k, share in enumerate(shares):
@@ -259,38 +282,39 @@ def _load(url: str, sessions: int, seconds: float) -> dict[str, float]:
         for worker in workers:
             if worker.stdout.readline().strip() != "ready":
                 raise RuntimeError("a load process failed to open its sessions")
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), _cpu_seconds(server.pid)
         for worker in workers:
             worker.stdin.write("go\n")
             worker.stdin.flush()
         every = np.concatenate([np.asarray(json.loads(worker.stdout.readline())) for worker in workers])
-        elapsed = time.perf_counter() - started
+        elapsed, cpu_after = time.perf_counter() - started, _cpu_seconds(server.pid)
     finally:
         for worker in workers:
             worker.kill()
             worker.wait()
+    cpu = math.nan if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     return {"steps_per_s": len(every) / elapsed, "p50_us": float(np.percentile(every, 50)) * 1e6,
-            "p99_us": float(np.percentile(every, 99)) * 1e6}
+            "p99_us": float(np.percentile(every, 99)) * 1e6, "cpu_us": cpu / len(every) * 1e6}
 
 
 def measure(scenario: str = "foraging", sessions: tuple[int, ...] = SESSIONS, seconds: float = 4.0,
             kinds: tuple[str, ...] = ("arena", "floor", "stock")) -> dict[str, dict[int, dict[str, float]]]:
-    """``{kind: {sessions: {"steps_per_s", "p50_us", "p99_us"}}}`` for each server kind."""
+    """``{kind: {sessions: {"steps_per_s", "p50_us", "p99_us", "cpu_us"}}}`` for each server kind."""
     results: dict[str, dict[int, dict[str, float]]] = {kind: {} for kind in kinds}
     with contextlib.ExitStack() as running:
         # both servers up at once and measured in turn for each N, so that a change in the
         # machine's load over the run does not favour one of them
-        urls = {kind: running.enter_context(server_process(kind, scenario, max(sessions))) for kind in kinds}
+        servers = {kind: running.enter_context(server_process(kind, scenario, max(sessions))) for kind in kinds}
         for n in sessions:
             for kind in kinds:
-                results[kind][n] = _load(urls[kind], n, seconds)
+                results[kind][n] = _load(servers[kind], n, seconds)
                 print(f"  {kind:5s} {scenario} {n:5d} sessions: {results[kind][n]}", file=sys.stderr, flush=True)
     return results
 
 
 def bench_rows(seconds: float, scenario: str = "foraging",
                sessions: tuple[int, ...] = SESSIONS) -> list[tuple[str, float, str]]:
-    """``arena-bench`` rows: steps/s and p50/p99 latency per session count, for both servers."""
+    """``arena-bench`` rows per session count and server: steps/s, p50/p99 latency, server CPU per step."""
     try:
         import openenv  # noqa: F401
     except ImportError:
@@ -304,5 +328,5 @@ def bench_rows(seconds: float, scenario: str = "foraging",
             r = results[kind][n]
             label = f"Serve {scenario} {n} sessions: {name}"
             rows += [(label, r["steps_per_s"], "steps/s"), (f"{label} p50", r["p50_us"], "us/step"),
-                     (f"{label} p99", r["p99_us"], "us/step")]
+                     (f"{label} p99", r["p99_us"], "us/step"), (f"{label} CPU", r["cpu_us"], "CPU us/step")]
     return rows
