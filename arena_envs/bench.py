@@ -303,6 +303,7 @@ RATIOS = (
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock OpenEnv server"),
     ("Serve foraging 256 sessions: OpenEnv server doing no work", "Serve foraging 256 sessions: stock OpenEnv server"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: OpenEnv server doing no work"),
+    ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock server, envs stepped inline"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )

@@ -11,7 +11,7 @@ from arena_envs.serve import bench
 
 def test_every_server_of_the_benchmark_answers_and_is_measured():
     results = bench.measure("foraging", sessions=(2,), seconds=0.3)
-    assert set(results) == {"arena", "floor", "stock"}
+    assert set(results) == {"arena", "floor", "stock", "inline"}
     for kind, by_sessions in results.items():
         row = by_sessions[2]
         assert row["steps_per_s"] > 0, kind

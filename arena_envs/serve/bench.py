@@ -12,7 +12,9 @@ time from sending a step to receiving its answer, and the server process's CPU t
 
 A third server, whose environment does no work at all (:func:`floor_app`), measures the
 protocol itself: OpenEnv's app, the WebSocket and the JSON of each step. Its steps/s over
-the stock server's is the most that any server on this stack could gain.
+the stock server's is the most that any server on this stack could gain. A fourth is the
+stock server with its envs stepped in the event loop (``stock_app(inline=True)``): what
+one env per session costs without OpenEnv's threads.
 
     arena-bench --only serve --seconds 4
 """
@@ -45,12 +47,21 @@ CALLS = [json.dumps({"type": "step", "data": call}) for call in (
 
 NO_WORK = "OpenEnv server doing no work"
 """The row of :func:`floor_app`: what the protocol costs, the ceiling of any server on it."""
+INLINE = "stock server, envs stepped inline"
+"""The row of ``stock_app(inline=True)``: one env per session without OpenEnv's thread per session."""
+KINDS = ("arena", "floor", "stock", "inline")
+"""The servers of the benchmark, measured in turn for each number of sessions."""
 
 
 # -- the stock server --------------------------------------------------------------------
 
-def stock_app(scenario: str, max_sessions: int) -> Any:
-    """A one-env-instance-per-session OpenEnv server of ``scenario`` (Foraging or Crafting)."""
+def stock_app(scenario: str, max_sessions: int, inline: bool = False) -> Any:
+    """A one-env-instance-per-session OpenEnv server of ``scenario`` (Foraging or Crafting).
+
+    Its env is synchronous, as OpenEnv's envs usually are, so OpenEnv steps each session in
+    a thread of its own. ``inline=True`` gives it ``reset_async``/``step_async`` that step
+    the env in the event loop itself instead: no threads, one session at a time.
+    """
     import gymnasium as gym
     from openenv.core.env_server import create_app
     from openenv.core.env_server.interfaces import Environment
@@ -88,7 +99,14 @@ def stock_app(scenario: str, max_sessions: int) -> Any:
         def state(self) -> ArenaState:
             return self._state
 
-    return create_app(StockSession, ArenaAction, ArenaObservation, env_name=scenario,
+    class InlineSession(StockSession):
+        async def reset_async(self, seed=None, episode_id=None, **kwargs) -> ArenaObservation:
+            return self.reset(seed, episode_id, **kwargs)
+
+        async def step_async(self, action, timeout_s=None, **kwargs) -> ArenaObservation:
+            return self.step(action, timeout_s, **kwargs)
+
+    return create_app(InlineSession if inline else StockSession, ArenaAction, ArenaObservation, env_name=scenario,
                       max_concurrent_envs=max_sessions, state_cls=ArenaState)
 
 
@@ -155,8 +173,8 @@ def _run_server(kind: str, scenario: str, port: int, max_sessions: int) -> None:
     from .app import MAX_FRAME_BYTES, freeze_heap, make_app
     from .guard import Limits
 
-    if kind == "stock":
-        app = stock_app(scenario, max_sessions)
+    if kind in ("stock", "inline"):
+        app = stock_app(scenario, max_sessions, inline=kind == "inline")
     elif kind == "floor":
         app = floor_app(scenario, max_sessions)
     else:  # limits well above what the load generator sends: this measures the server, not the guard
@@ -179,7 +197,7 @@ class Server(NamedTuple):
 
 @contextlib.contextmanager
 def server_process(kind: str, scenario: str, max_sessions: int) -> Iterator[Server]:
-    """Run a server of ``kind`` ("arena", "floor" or "stock") in its own process while the block runs."""
+    """Run a server of ``kind`` (one of :data:`KINDS`) in its own process while the block runs."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -298,7 +316,7 @@ def _load(server: Server, sessions: int, seconds: float) -> dict[str, float]:
 
 
 def measure(scenario: str = "foraging", sessions: tuple[int, ...] = SESSIONS, seconds: float = 4.0,
-            kinds: tuple[str, ...] = ("arena", "floor", "stock")) -> dict[str, dict[int, dict[str, float]]]:
+            kinds: tuple[str, ...] = KINDS) -> dict[str, dict[int, dict[str, float]]]:
     """``{kind: {sessions: {"steps_per_s", "p50_us", "p99_us", "cpu_us"}}}`` for each server kind."""
     results: dict[str, dict[int, dict[str, float]]] = {kind: {} for kind in kinds}
     with contextlib.ExitStack() as running:
@@ -321,7 +339,7 @@ def bench_rows(seconds: float, scenario: str = "foraging",
         print("serve: skipped (pip install arena-envs[serve])", file=sys.stderr)
         return []
     results = measure(scenario, sessions, max(seconds, 2.0))
-    names = {"arena": "arena-serve", "floor": NO_WORK, "stock": "stock OpenEnv server"}
+    names = {"arena": "arena-serve", "floor": NO_WORK, "stock": "stock OpenEnv server", "inline": INLINE}
     rows = []
     for n in sessions:
         for kind, name in names.items():
