@@ -195,11 +195,22 @@ def _index(arr: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray | bool]:
             ok = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0) & (arr < n)
         return np.where(ok, arr, 0).astype(np.intp), ok
     # one comparison: seen unsigned, a negative index is a huge one (3 numpy calls fewer per field)
-    unsigned = arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    unsigned = arr.view(_unsigned(arr.dtype)) if arr.dtype.kind == "i" else arr
     ok = unsigned < np.asarray(n, np.uint64)
     if np.count_nonzero(ok) == ok.size:  # every index is in range as it is
         return arr.astype(np.intp, copy=False), True
     return np.where(ok, arr, 0).astype(np.intp, copy=False), ok
+
+
+_UNSIGNED: dict[np.dtype, np.dtype] = {}
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype:
+    """The unsigned dtype of a signed integer one (kept: made from a string, it cost ~1 us a field)."""
+    found = _UNSIGNED.get(dtype)
+    if found is None:
+        found = _UNSIGNED[dtype] = np.dtype(dtype.str.replace("i", "u"))
+    return found
 
 
 def _checked_index(arr, n, tool_id, check):

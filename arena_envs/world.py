@@ -298,8 +298,11 @@ def reduce_last_axis(ufunc: np.ufunc, a: np.ndarray) -> np.ndarray:
     numpy reduces a short trailing axis several times slower than a leading one
     (DESIGN §9), so the axis is moved to the front first; the result is the same.
     """
-    last = a.ndim - 1  # a plain transpose: np.moveaxis costs more than the reduction on small batches
-    return ufunc.reduce(np.ascontiguousarray(a.transpose((last, *range(last)))), axis=0)
+    # a plain transpose: np.moveaxis costs more than the reduction on small batches
+    return ufunc.reduce(np.ascontiguousarray(a.transpose(_LAST_FIRST[a.ndim])), axis=0)
+
+
+_LAST_FIRST = {n: (n - 1, *range(n - 1)) for n in range(1, 8)}  # ndim: the axes with the last one first
 
 
 @dataclass(frozen=True)
