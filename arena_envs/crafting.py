@@ -144,6 +144,7 @@ from arena_envs.world import (
     WorldState,
     first_valid,
     reset_agents,
+    split_columns,
 )
 
 
@@ -253,7 +254,7 @@ class Crafting:
         C = CANDIDATES
         counts = (2, S * C * 2, R * C * 2)
         u = np.stack([rng.random(sum(counts), dtype=F32) for rng in rngs])
-        spawn_u, station_u, resource_u = np.split(u, np.cumsum(counts)[:-1], axis=1)
+        spawn_u, station_u, resource_u = split_columns(u, counts)
         n = len(rngs)
         w = F32(p.half_size)
         spawn_x, spawn_z = ((spawn_u * 2 - 1) * (w - 3)).T

@@ -89,6 +89,7 @@ from arena_envs.world import (
     first_valid,
     reduce_last_axis,
     reset_agents,
+    split_columns,
 )
 
 LAYOUTS = ("random", "classic")
@@ -206,7 +207,7 @@ class Foraging:
         C = CANDIDATES
         counts = (2, O * C * 4, H * C * 3, R * C * 3)
         u = np.stack([rng.random(sum(counts), dtype=F32) for rng in rngs])
-        spawn_u, obst_u, haz_u, res_u = np.split(u, np.cumsum(counts)[:-1], axis=1)
+        spawn_u, obst_u, haz_u, res_u = split_columns(u, counts)
         n = len(rngs)
         w = F32(p.half_size)
         spawn_x, spawn_z = ((spawn_u * 2 - 1) * (w - 5)).T
@@ -217,7 +218,7 @@ class Foraging:
         def clear_of(cx, cz, ex, ez, margin):
             """(n, K, C) candidates against (n, E) placed entities needing ``margin`` (n, E)."""
             d = np.hypot(cx[..., None] - ex[:, None, None, :], cz[..., None] - ez[:, None, None, :])
-            return (d > margin[:, None, None, :]).all(-1)
+            return np.logical_and.reduce(d > margin[:, None, None, :], axis=-1)  # .all(-1), without its Python layer
 
         o = obst_u.reshape(n, O, C, 4)
         o_x, o_z = (o[..., 0] * 2 - 1) * (w - 2), (o[..., 1] * 2 - 1) * (w - 2)
