@@ -205,6 +205,46 @@ def tool_call_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float
             (f"Tool calls: ToolCallWrapper loop over {sessions} single envs", looped, "calls/s")]
 
 
+def tool_reset_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str]]:
+    """Resets/s when ``sessions`` ids reset at once (a group of rollouts starting): the pool
+    resets them as one batch; the loop resets as many wrapped single envs one after another."""
+    import asyncio
+
+    from arena_envs.tools import ToolPool
+    from arena_envs.wrappers import ToolCallWrapper
+
+    pool = ToolPool("arena_envs/Foraging-v0", size=sessions)
+    envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(sessions)]
+    seeds = iter(range(10**9))  # every round of resets lays out new worlds
+
+    async def pool_round() -> None:
+        await asyncio.gather(*(pool.acquire(i, seed=next(seeds)) for i in range(sessions)))
+
+    def loop_round() -> None:
+        for env in envs:
+            env.reset(seed=next(seeds))
+
+    def rate(round_: Callable[[], None], seconds: float) -> float:
+        done, start = 0, time.perf_counter()
+        while done == 0 or time.perf_counter() - start < seconds:
+            round_()
+            done += sessions
+        return done / (time.perf_counter() - start)
+
+    loop = asyncio.new_event_loop()
+    try:
+        def pooled() -> None:
+            loop.run_until_complete(pool_round())
+
+        windows = [(rate(pooled, seconds / 2 / WINDOWS), rate(loop_round, seconds / 2 / WINDOWS))
+                   for _ in range(WINDOWS)]  # alternating, as in _sessions_against_loop
+    finally:
+        loop.close()
+    return [(f"Tool resets: ToolPool, {sessions} ids at once", max(w[0] for w in windows), "resets/s"),
+            (f"Tool resets: ToolCallWrapper loop over {sessions} single envs", max(w[1] for w in windows),
+             "resets/s")]
+
+
 def stateful_tool_rows(seconds: float, ids: int = 256) -> list[tuple[str, float, str]]:
     """Stateful-tool calls/s: ``await act(call, id=i)`` for ``ids`` ids, a tool whose ``env_cls``
     is Foraging (so the generic stateful-tool path runs on the batched pool), vs a loop over
@@ -278,6 +318,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "foraging": foraging_rows,
     "crafting": crafting_rows,
     "tools": tool_call_rows,
+    "tool_resets": tool_reset_rows,
     "stateful_tools": stateful_tool_rows,
     "treasure_hunt": treasure_hunt_rows,
     "chat": chat_rows,
@@ -299,6 +340,7 @@ RATIOS = (
     ("Team capture 4v4 vector_env B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Team capture 4v4 vector_env B=4096", "Team capture 4v4 PettingZoo parallel_env"),
     ("Tool calls: ToolPool, 256 async sessions", "Tool calls: ToolCallWrapper loop over 256 single envs"),
+    ("Tool resets: ToolPool, 256 ids at once", "Tool resets: ToolCallWrapper loop over 256 single envs"),
     ("Stateful tool (env_cls=Foraging), 256 ids", "Stateful tool baseline: loop over 256 single envs"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock OpenEnv server"),
     ("Serve foraging 256 sessions: OpenEnv server doing no work", "Serve foraging 256 sessions: stock OpenEnv server"),

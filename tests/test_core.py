@@ -88,6 +88,19 @@ def test_bench_tool_call_rows_measure_both_ways_of_calling():
     assert loop[0] == "Tool calls: ToolCallWrapper loop over 4 single envs" and loop[1] > 0
 
 
+def test_bench_tool_reset_rows_reset_the_pool_and_the_loop(monkeypatch):
+    from arena_envs.tools import ToolPool
+
+    restarted = []
+    batched = ToolPool._restarted
+    monkeypatch.setattr(ToolPool, "_restarted", lambda self, restarts: restarted.append(len(restarts))
+                        or batched(self, restarts))
+    pool, loop = bench.tool_reset_rows(0.03, sessions=4)
+    assert pool[0] == "Tool resets: ToolPool, 4 ids at once" and pool[1] > 0
+    assert loop[0] == "Tool resets: ToolCallWrapper loop over 4 single envs" and loop[1] > 0
+    assert restarted and set(restarted) == {4}  # every round: the 4 ids in one batch
+
+
 def test_arena_bench_console_script_exits_zero():
     script = Path(sys.executable).with_name("arena-bench")
     done = subprocess.run([str(script), "--seconds", "0.01", "--only", "reference"], capture_output=True, text=True)

@@ -75,6 +75,33 @@ def test_256_concurrent_ids_on_64_worlds_match_solo_runs():
     assert pool.monitor()["free"] == 64 and pool.monitor()["acquired"] == 0
 
 
+def test_acquires_gathered_together_reset_in_one_batch_as_alone():
+    """Ids acquiring together (one id resetting again, another stepping meanwhile) are reset
+    in one batched reset, and each gets the first observation it gets acquiring alone."""
+    seeds = [3, 11, 7, 5]
+
+    def first_alone(seed):
+        return ToolCallWrapper(gym.make("arena_envs/Foraging-v0")).reset(seed=seed)[0]
+
+    async def main():
+        pool = ToolPool("arena_envs/Foraging-v0", size=6)
+        await pool.acquire("again", seed=1)
+        await pool.acquire("stepping", seed=2)
+        resets = []
+        reset = pool.scenario.reset
+        pool.scenario.reset = lambda state, index, *rest: resets.append(list(index)) or reset(state, index, *rest)
+        *firsts, again, step = await asyncio.gather(*(pool.acquire(seed, seed=seed) for seed in seeds),
+                                                    pool.acquire("again", seed=9),
+                                                    pool.call({"tool": "idle"}, id="stepping"))
+        assert len(resets) == 1 and len(resets[0]) == len(seeds) + 1
+        assert step.observation.tick == 1  # stepped in the same flush, its world not reset
+        return firsts, again
+
+    firsts, again = asyncio.run(main())
+    for seed, obs in zip([*seeds, 9], [*firsts, again], strict=True):
+        assert obs.to_dict() == first_alone(seed).to_dict(), f"seed {seed} got another world's reset"
+
+
 @pytest.mark.parametrize("size", [4, 6])
 def test_calls_joining_in_any_order_get_their_own_worlds_step(size):
     """The ids' calls join each batched step in a shuffled order (the pool full, size 4, or

@@ -101,13 +101,14 @@ class _Done(asyncio.Future):
 class _PendingBatch:
     """The calls gathered for the next batched step, on the event loop that will flush them."""
 
-    __slots__ = ("loop", "done", "actions", "worlds", "flushed")
+    __slots__ = ("loop", "done", "actions", "worlds", "restarts", "flushed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
         self.loop = loop
         self.done = _Done(loop=loop)
         self.actions = ToolActions.none((size, 1))  # rows of worlds nobody called are never read
-        self.worlds: list[int] = []
+        self.worlds: list[int] = []  # the worlds to step
+        self.restarts: dict[int, int | None] = {}  # the worlds to reset (acquired), with their seeds
         self.flushed = False
 
 
@@ -225,7 +226,7 @@ class ToolPool:
                 await self._settle(world)
                 if self._slots.held(id) != world:
                     continue  # released while its last call finished: take a world anew
-                return self._restart(world, seed, observe=True)
+                return (await self._join_restart(world, seed).done)[world]
             except BaseException:
                 if new and self._slots.held(id) == world:
                     self._slots.give_back(id)
@@ -253,6 +254,15 @@ class ToolPool:
             batch.actions.tool[world], batch.actions.failure[world] = NO_TOOL, OK
             raise ToolCallError(f"the tool call could not be read: {type(err).__name__}: {err}") from err
         batch.worlds.append(world)
+        self._inflight[world] = batch
+        return batch
+
+    def _join_restart(self, world: int, seed: int | None) -> _PendingBatch:
+        """Put ``world``'s reset (an acquire's) into the next batch: the sessions that reset
+        together, as at the start of every group of rollouts, are reset and observed as one
+        batch (256 at once: 128 -> 32 ms, the rest being each world's own layout and names)."""
+        batch = self._open_batch()
+        batch.restarts[world] = seed
         self._inflight[world] = batch
         return batch
 
@@ -316,10 +326,17 @@ class ToolPool:
             else:
                 self._flush_foreign(batch)
 
-    def _restart(self, world: int, seed: int | None, observe: bool = False) -> Observation | None:
+    def _restart(self, world: int, seed: int | None) -> None:
         self.batch.reset(np.array([world]), [seed])
         self.sessions[world].begin()
-        return self._observations([world], first=True)[0][0] if observe else None
+
+    def _restarted(self, restarts: dict[int, int | None]) -> dict[int, Observation]:
+        """Reset the worlds of ``restarts`` (world -> seed) in one batch; their first observations."""
+        worlds = list(restarts)
+        self.batch.reset(np.array(worlds), list(restarts.values()))
+        for world in worlds:
+            self.sessions[world].begin()
+        return dict(zip(worlds, self._observations(worlds, first=True)[0], strict=True))
 
     # -- the batched step --------------------------------------------------------------
 
@@ -355,6 +372,8 @@ class ToolPool:
         later = batch.loop if batch.loop is _running_loop() else None  # see _resume_collector
         try:
             outcome = self._advance(batch.worlds, batch.actions) if batch.worlds else {}
+            if batch.restarts:
+                outcome.update(self._restarted(batch.restarts))
         except Exception as err:
             outcome = err
         except BaseException:
@@ -363,7 +382,7 @@ class ToolPool:
             raise
         finally:
             try:
-                for world in batch.worlds:
+                for world in (*batch.worlds, *batch.restarts):
                     self._inflight.pop(world, None)
                 # Callers wait on the batch even when cancelled (see _Done), so it must always end.
                 with contextlib.suppress(RuntimeError):  # its loop is closed: nobody is waiting
