@@ -9,6 +9,7 @@ use it, so a call means the same thing everywhere.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter, itemgetter
@@ -62,15 +63,21 @@ from .registry import universal_tools
 """The ``tool`` of an agent given no command this tick (``ToolActions.none``): it carries on."""
 
 
-def entity_names(types: list[str], kinds: np.ndarray) -> list[str]:
+@functools.cache
+def _title(type_name: str) -> str:
+    """``iron_ore`` -> ``IronOre`` (cached: every reset names every entity, and this was half of it)."""
+    return "".join(word.capitalize() for word in type_name.split("_"))
+
+
+def entity_names(types: Sequence[str], kinds: np.ndarray) -> list[str]:
     """``<Type><n>`` names for a table of entity kinds, numbered per type in row order
     (``iron_ore`` becomes ``IronOre1``)."""
     seen: dict[str, int] = {}
     names = []
     for kind in kinds.tolist():
         type_name = types[kind]
-        seen[type_name] = seen.get(type_name, 0) + 1
-        names.append("".join(word.capitalize() for word in type_name.split("_")) + str(seen[type_name]))
+        seen[type_name] = number = seen.get(type_name, 0) + 1
+        names.append(f"{_title(type_name)}{number}")
     return names
 
 
@@ -119,7 +126,7 @@ class ToolSession:
                  "hazard": (HAZARD_TYPES, s.ent_kind[b, slots.haz]),
                  "station": (p.station_types, s.ent_kind[b, slots.st]),
                  "obstacle": (OBSTACLE_KINDS, s.obst_kind[b])}
-        self._names = {category: entity_names(list(types), kind) for category, (types, kind) in kinds.items()}
+        self._names = {category: entity_names(types, kind) for category, (types, kind) in kinds.items()}
         places = {category: list(zip(s.ent_x[b, part].tolist(), s.ent_z[b, part].tolist(), strict=True))
                   for category, part in (("resource", slots.res), ("hazard", slots.haz), ("station", slots.st))}
         places["obstacle"] = list(zip(s.obst_x[b].tolist(), s.obst_z[b].tolist(), strict=True))
