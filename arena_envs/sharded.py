@@ -766,10 +766,15 @@ def _watched(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def _free_set(sets: Sequence[tuple[Any, list[Any], list[int], Any]], last: int) -> int:
-    """The rotating set after ``last`` (sets 1, 2, ...) none of whose watched objects anyone holds
-    (their reference counts are as when the set was made), else the working set 0."""
-    for offset in range(1, len(sets)):
-        j = 1 + (last + offset - 1) % (len(sets) - 1)
+    """The first rotating set (sets 1, 2, ...) from ``last`` on none of whose watched objects anyone
+    holds (their reference counts are as when the set was made), else the working set 0.
+
+    ``last`` itself comes first: a caller who let go of the last step's arrays gets the same
+    memory again, still in the caches, instead of 2.5 MB of cold observations a shard at B=8192
+    (interleaved per-step times: B=8192 over 2 processes, p20 2504 -> 2467 us; one shard
+    of 4096 alone 2259 -> 2235 us, the native batch's step being 2176)."""
+    for offset in range(len(sets) - 1):
+        j = 1 + (last - 1 + offset) % (len(sets) - 1)
         _, objects, counts, _ = sets[j]
         if _refcounts(objects) == counts:
             return j

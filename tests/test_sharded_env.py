@@ -441,3 +441,23 @@ def test_bench_rows_measure_one_and_two_workers():
                                              "Foraging B=16, num_workers=2",
                                              "Foraging B=16, num_workers=2, copy=False"]
     assert all(rate > 0 and unit == "env-steps/s" for _, rate, unit in rows)
+
+
+def test_let_go_arrays_are_written_again_while_warm():
+    """A caller who lets go of a step's observations and results gets the same shared memory
+    at the next step (still in the caches), and a different set while holding them."""
+    sharded = ShardedVectorEnv(6, 2, scenario="foraging", **SHORT)
+    try:
+        sharded.reset(seed=0)
+        actions = sharded.action_space.sample()
+
+        def addresses(result):
+            obs, reward, _, _, info = result
+            return obs["agent"].ctypes.data, reward.ctypes.data, info["score"].ctypes.data
+
+        first = addresses(sharded.step(actions))
+        assert addresses(sharded.step(actions)) == first  # nothing held: the same sets again
+        held = sharded.step(actions)
+        assert all(a != b for a, b in zip(addresses(sharded.step(actions)), addresses(held), strict=True))
+    finally:
+        sharded.close()
