@@ -211,40 +211,51 @@ class Foraging:
         n = len(rngs)
         w = F32(p.half_size)
         spawn_x, spawn_z = ((spawn_u * 2 - 1) * (w - 5)).T
-
-        def clear_of_spawn(cx, cz, margin):
-            return np.hypot(cx - spawn_x[:, None, None], cz - spawn_z[:, None, None]) > margin
+        # Fewer numpy calls, the same values (a reset of a few worlds is mostly call overhead, and
+        # a batch restarts worlds on a large share of its steps): every x, z of the candidates in
+        # one pass; the spawn point as one more placed entity; one check against obstacles and
+        # hazards together; one np.where per table (the layout of 1, 3, 10 worlds: 135 -> 118,
+        # 202 -> 176, 431 -> 376 us; the same layouts for 1,500 random sets of worlds and sizes)
+        shifted = (u * 2 - 1) * (w - 2)
+        _, obst_xz, haz_xz, res_xz = split_columns(shifted, counts)
 
         def clear_of(cx, cz, ex, ez, margin):
             """(n, K, C) candidates against (n, E) placed entities needing ``margin`` (n, E)."""
             d = np.hypot(cx[..., None] - ex[:, None, None, :], cz[..., None] - ez[:, None, None, :])
             return np.logical_and.reduce(d > margin[:, None, None, :], axis=-1)  # .all(-1), without its Python layer
 
-        o = obst_u.reshape(n, O, C, 4)
-        o_x, o_z = (o[..., 0] * 2 - 1) * (w - 2), (o[..., 1] * 2 - 1) * (w - 2)
+        def placed_or_absent(chosen, placed, absent):
+            """The chosen values of each slot, ``absent`` (per column) where none passed."""
+            return np.where(placed[..., None], chosen, absent)
+
+        o, o_xz = obst_u.reshape(n, O, C, 4), obst_xz.reshape(n, O, C, 4)
+        o_x, o_z = o_xz[..., 0], o_xz[..., 1]
         o_r = F32(0.6) + o[..., 2] * F32(1.2)
         o_kind = np.minimum(o[..., 3] * len(OBSTACLE_KINDS), len(OBSTACLE_KINDS) - 1)
-        ok = clear_of_spawn(o_x, o_z, o_r + 3.0)
+        ok = np.hypot(o_x - spawn_x[:, None, None], o_z - spawn_z[:, None, None]) > o_r + 3.0
         chosen, placed = first_valid(np.stack([o_x, o_z, o_r, o_kind], -1), ok)
-        ox, oz = np.where(placed, chosen[..., 0], FAR), np.where(placed, chosen[..., 1], FAR)
-        orad, okind = np.where(placed, chosen[..., 2], 0.0), chosen[..., 3].astype(np.int8)
+        ox, oz, orad = placed_or_absent(chosen[..., :3], placed, np.array([FAR, FAR, 0.0], F32)).transpose(2, 0, 1)
+        okind = chosen[..., 3].astype(np.int8)
 
         hz_r = F32(p.hazard_radius)
-        h = haz_u.reshape(n, H, C, 3)
-        h_x, h_z = (h[..., 0] * 2 - 1) * (w - 2), (h[..., 1] * 2 - 1) * (w - 2)
+        h, h_xz = haz_u.reshape(n, H, C, 3), haz_xz.reshape(n, H, C, 3)
+        h_x, h_z = h_xz[..., 0], h_xz[..., 1]
         h_kind = np.minimum(h[..., 2] * len(HAZARD_TYPES), len(HAZARD_TYPES) - 1)
-        ok = clear_of_spawn(h_x, h_z, hz_r + 3.0) & clear_of(h_x, h_z, ox, oz, orad + hz_r + 0.5)
+        # clear of the obstacles placed and of the spawn point (one more entity, margin hz_r + 3)
+        ok = clear_of(h_x, h_z, np.concatenate((ox, spawn_x[:, None]), 1), np.concatenate((oz, spawn_z[:, None]), 1),
+                      np.concatenate((orad + hz_r + 0.5, np.full((n, 1), hz_r + 3.0, F32)), 1))
         chosen, placed = first_valid(np.stack([h_x, h_z, h_kind], -1), ok)
-        hx, hz = np.where(placed, chosen[..., 0], FAR), np.where(placed, chosen[..., 1], FAR)
+        hx, hz = placed_or_absent(chosen[..., :2], placed, FAR).transpose(2, 0, 1)
         hkind = chosen[..., 2].astype(np.int8)
 
-        r = res_u.reshape(n, R, C, 3)
-        r_x, r_z = (r[..., 0] * 2 - 1) * (w - 2), (r[..., 1] * 2 - 1) * (w - 2)
+        r, r_xz = res_u.reshape(n, R, C, 3), res_xz.reshape(n, R, C, 3)
+        r_x, r_z = r_xz[..., 0], r_xz[..., 1]
         r_kind = np.minimum(r[..., 2] * len(p.resource_types), len(p.resource_types) - 1)
-        ok = (clear_of(r_x, r_z, ox, oz, orad + 1.0)
-              & clear_of(r_x, r_z, hx, hz, np.full(hx.shape, hz_r + 1.0, F32)))
+        # clear of the obstacles and the hazards placed
+        ok = clear_of(r_x, r_z, np.concatenate((ox, hx), 1), np.concatenate((oz, hz), 1),
+                      np.concatenate((orad + 1.0, np.full(hx.shape, hz_r + 1.0, F32)), 1))
         chosen, alive = first_valid(np.stack([r_x, r_z, r_kind], -1), ok)
-        rx, rz = np.where(alive, chosen[..., 0], FAR), np.where(alive, chosen[..., 1], FAR)
+        rx, rz = placed_or_absent(chosen[..., :2], alive, FAR).transpose(2, 0, 1)
 
         return (spawn_x, spawn_z,
                 (rx, rz, chosen[..., 2].astype(np.int8), alive),
