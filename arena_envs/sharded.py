@@ -52,6 +52,7 @@ import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -247,6 +248,7 @@ class _Shard:
 _IN_SHARED_MEMORY = "info in shared memory"
 _STEP = b"s"  # a step whose actions are in shared memory: this byte, the observation and result sets
 _DONE, _REPLY, _ERROR = b"i", b"k", b"e"  # a worker's reply: info in shared memory, pickled data, pickled error
+_STEP_SIZE = 3  # bytes of a step command: no command is shorter (a pickled one is longer)
 
 
 def _result_info_layout(block: _Block) -> list[tuple[tuple, tuple[int, ...], np.dtype]]:
@@ -278,7 +280,7 @@ def _fitting(info: Any, spec: list[tuple[tuple, tuple[int, ...], np.dtype]], fla
 # -- the worker ----------------------------------------------------------------------------------
 
 
-def _receive(conn: Connection, spin: float) -> bytes:
+def _receive(conn: Connection, spin: float, expected: int) -> bytes:
     """The next message on ``conn``, watched for up to ``spin`` seconds before sleeping on it.
 
     A process asleep on a pipe is woken on the core of the process that writes to it, where
@@ -294,7 +296,55 @@ def _receive(conn: Connection, spin: float) -> bytes:
             deadline = time.perf_counter() + spin
             while not watch.poll(0) and time.perf_counter() < deadline:
                 os.sched_yield()  # whoever else is ready to run on this core goes first
-    return conn.recv_bytes()
+    return _read_message(conn.fileno(), expected)
+
+
+# The messages of a step (the command, the worker's answer) are written and read straight on the
+# pipe's file descriptor, framed as Connection.send_bytes frames every message (a 4-byte length,
+# then the bytes), so both kinds mix on one pipe: one system call each side instead of
+# Connection's two reads and its Python layers (send 4.6 -> 1.8 us, read of a waiting message
+# 8.5 -> 5.9 us; four of them a step, on the path every step waits for: B=8192 over 2 processes,
+# interleaved per-step times in two runs, p20 2346 -> 2329 and 2417 -> 2386 us, median 2575 -> 2530
+# and 2684 -> 2641 us).
+_LENGTH = struct.Struct("!i")
+
+
+def _framed(message: bytes) -> bytes:
+    """``message`` as Connection.send_bytes writes it (for messages under 16 KiB, in one write)."""
+    return _LENGTH.pack(len(message)) + message
+
+
+_DONE_FRAMED = _framed(_DONE)
+
+
+def _read_message(fd: int, expected: int) -> bytes:
+    """The next message Connection.send_bytes (or :func:`_framed`) wrote on ``fd``, read with one
+    system call when it is at most ``expected`` bytes long. ``expected`` must not exceed the
+    shortest message that can come (a read never takes bytes of the message after it)."""
+    data = os.read(fd, _LENGTH.size + expected)
+    if len(data) > _LENGTH.size and _LENGTH.unpack_from(data)[0] == len(data) - _LENGTH.size:
+        return data[_LENGTH.size:]  # the whole message (a step's)
+    if not data:
+        raise EOFError
+    data = bytearray(data)
+    _read_into(fd, data, _LENGTH.size)
+    (size,) = _LENGTH.unpack_from(data)
+    start = _LENGTH.size
+    if size == -1:  # Connection's header of a message of 2 GiB or more: an 8-byte length follows
+        _read_into(fd, data, start + 8)
+        (size,) = struct.unpack_from("!Q", data, start)
+        start += 8
+    _read_into(fd, data, start + size)
+    return bytes(data[start:])
+
+
+def _read_into(fd: int, data: bytearray, total: int) -> None:
+    """Read from ``fd`` until ``data`` holds ``total`` bytes."""
+    while len(data) < total:
+        chunk = os.read(fd, total - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
 
 
 def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: int, obs: list[_Block],
@@ -309,9 +359,10 @@ def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: in
         envs = make_native(hi - lo)
         shard = _Shard(envs, lo, hi, obs, results, act, direct)
         conn.send_bytes(_REPLY + pickle.dumps(None))
+        fd = conn.fileno()
         while True:
             try:
-                message = _receive(conn, spin)
+                message = _receive(conn, spin, _STEP_SIZE)
             except EOFError:  # the parent died
                 break
             if message[:1] == _STEP:
@@ -322,7 +373,10 @@ def _worker(index: int, make_native: Callable[[int], VectorEnv], lo: int, hi: in
                 break
             try:
                 reply = shard.run(command, data, j)
-                conn.send_bytes(_DONE if reply is _IN_SHARED_MEMORY else _REPLY + pickle.dumps(reply))
+                if reply is _IN_SHARED_MEMORY:
+                    os.write(fd, _DONE_FRAMED)
+                else:
+                    conn.send_bytes(_REPLY + pickle.dumps(reply))
             except Exception as error:  # noqa: BLE001  (the parent re-raises it)
                 conn.send_bytes(_ERROR + pickle.dumps(_portable(error)))
     except Exception as error:  # noqa: BLE001  (make_native failed)
@@ -525,7 +579,7 @@ class ShardedVectorEnv(VectorEnv):
         sets = (self._pick_set(), self._pick_results())  # where the observations and the results go
         for k, (lo, hi) in enumerate(self.bounds[1:], start=1):
             if by_pipe is None:
-                self._send_bytes(k, _STEP + bytes(sets))
+                self._write(k, _framed(_STEP + bytes(sets)))
             else:
                 self._send(k, "step", _slice(by_pipe, lo, hi), sets)
         replies = self._gather(range(1, self.num_workers), self._run_local("step", local_actions, sets))
@@ -661,12 +715,19 @@ class ShardedVectorEnv(VectorEnv):
         except (BrokenPipeError, ConnectionResetError, OSError) as error:
             self._fail(k, f"its pipe broke ({error})")
 
+    def _write(self, k: int, framed: bytes) -> None:
+        """Send worker ``k`` a short message already :func:`_framed` (one write: see _read_message)."""
+        try:
+            os.write(self._conns[k].fileno(), framed)
+        except (BrokenPipeError, ConnectionResetError, OSError) as error:
+            self._fail(k, f"its pipe broke ({error})")
+
     def _gather(self, workers, local: tuple[Any, Exception | None]) -> dict[int, Any]:
         """Shard 0's reply and every listed worker's; a dead worker raises RuntimeError."""
         replies, error = {0: local[0]}, local[1]
         for k in workers:
             try:
-                message = _receive(self._conns[k], self._spin)  # a dead worker's pipe ends: no hang
+                message = _receive(self._conns[k], self._spin, len(_DONE))  # a dead worker's pipe ends: no hang
             except (EOFError, OSError):
                 self._fail(k, "its pipe closed")
             tag = message[:1]

@@ -461,3 +461,28 @@ def test_let_go_arrays_are_written_again_while_warm():
         assert all(a != b for a, b in zip(addresses(sharded.step(actions)), addresses(held), strict=True))
     finally:
         sharded.close()
+
+
+def test_messages_read_straight_off_the_pipe_are_whole():
+    """A step's messages are read with one system call; longer ones (pickled commands and
+    replies, also over 16 KiB, which Connection writes in two parts) still arrive whole and in
+    order, and a closed pipe reads as EOFError."""
+    from arena_envs.sharded import _framed, _read_message
+
+    reader, writer = mp.Pipe(duplex=False)
+    big = bytes(range(256)) * 100  # 25,600 bytes
+    messages = [b"s\x01\x02", b"k" + big, b"i", b"e" * 40, b"s\x00\x00"]
+    for message in messages:
+        if len(message) <= 3:
+            os.write(writer.fileno(), _framed(message))
+        else:
+            writer.send_bytes(message)
+        assert _read_message(reader.fileno(), 3) == message
+        assert not reader.poll()  # nothing of the message was left behind, nothing more was taken
+    writer.send_bytes(b"i")
+    writer.send_bytes(b"s\x01\x01")  # two waiting messages: the first read takes only the first
+    assert _read_message(reader.fileno(), 1) == b"i"
+    assert reader.recv_bytes() == b"s\x01\x01"
+    writer.close()
+    with pytest.raises(EOFError):
+        _read_message(reader.fileno(), 3)
