@@ -217,8 +217,13 @@ def tool_reset_rows(seconds: float, sessions: int = 256) -> list[tuple[str, floa
     envs = [ToolCallWrapper(gym.make("arena_envs/Foraging-v0")) for _ in range(sessions)]
     seeds = iter(range(10**9))  # every round of resets lays out new worlds
 
-    async def pool_round() -> None:
+    loop = asyncio.new_event_loop()
+
+    async def acquire_all() -> None:
         await asyncio.gather(*(pool.acquire(i, seed=next(seeds)) for i in range(sessions)))
+
+    def pool_round() -> None:
+        loop.run_until_complete(acquire_all())
 
     def loop_round() -> None:
         for env in envs:
@@ -231,12 +236,8 @@ def tool_reset_rows(seconds: float, sessions: int = 256) -> list[tuple[str, floa
             done += sessions
         return done / (time.perf_counter() - start)
 
-    loop = asyncio.new_event_loop()
     try:
-        def pooled() -> None:
-            loop.run_until_complete(pool_round())
-
-        windows = [(rate(pooled, seconds / 2 / WINDOWS), rate(loop_round, seconds / 2 / WINDOWS))
+        windows = [(rate(pool_round, seconds / 2 / WINDOWS), rate(loop_round, seconds / 2 / WINDOWS))
                    for _ in range(WINDOWS)]  # alternating, as in _sessions_against_loop
     finally:
         loop.close()
