@@ -48,10 +48,12 @@ CHAT_MESSAGE_SCHEMA = {
 TRANSCRIPT_SCHEMA = {"type": "array", "items": CHAT_MESSAGE_SCHEMA, "minItems": 2}
 
 
-def validate_transcript(messages: list[dict]) -> None:
-    """The transcript valid by the project's validator and by the JSON schema, system message first."""
-    validate_messages(messages)
-    jsonschema.validate(messages, TRANSCRIPT_SCHEMA)
+def validate_transcript(messages: list[dict], null_content: bool = False) -> None:
+    """The transcript valid by the project's validator and by the JSON schema, system message first
+    (``null_content``: content null beside tool_calls allowed, as the session option)."""
+    validate_messages(messages, null_content=null_content)
+    if not null_content:
+        jsonschema.validate(messages, TRANSCRIPT_SCHEMA)
     assert messages[0]["role"] == "system" and messages[1]["role"] == "user"
 
 
@@ -62,12 +64,12 @@ def validated_sessions(monkeypatch):
 
     async def checked_reset(self, *args, **kwargs):
         opening = await reset(self, *args, **kwargs)
-        validate_transcript(self.messages)
+        validate_transcript(self.messages, self.options.null_content)
         return opening
 
     async def checked_step(self, *args, **kwargs):
         result = await step(self, *args, **kwargs)
-        validate_transcript(self.messages)
+        validate_transcript(self.messages, self.options.null_content)
         return result
 
     monkeypatch.setattr(ChatSession, "reset", checked_reset)
