@@ -94,8 +94,10 @@ def test_null_content_with_tool_calls_only_when_asked():
         validate_messages([SYSTEM, USER, {"role": "assistant", "content": None}], null_content=True)
 
 
-@pytest.mark.parametrize("tools", [{"a": 1}, [{"type": "function"}], [{"type": "function", "function": {"name": "x"}},
-                                                                       {"type": "function", "function": {"name": "x"}}]])
+TWICE = [{"type": "function", "function": {"name": "x"}}] * 2
+
+
+@pytest.mark.parametrize("tools", [{"a": 1}, [{"type": "function"}], TWICE])
 def test_bad_tools_are_refused(tools):
     with pytest.raises(TranscriptError) as caught:
         validate_messages(VALID, tools=tools)
@@ -342,7 +344,8 @@ def test_the_turn_budget_comes_from_max_turns():
     assert "[turn 1/8 |" in step.messages[-1]["content"]
     env = ChatEnv(HUNT, max_calls=1)
     messages, _ = env.reset(seed=0)
-    assert "You have 50 turns" in messages[0]["content"] and messages[1]["content"].endswith("[turn 0/50 | cwd / | in progress]")
+    assert "You have 50 turns" in messages[0]["content"]
+    assert messages[1]["content"].endswith("[turn 0/50 | cwd / | in progress]")
     env = ChatEnv(FORAGING, max_turns=3)
     messages, _ = env.reset(seed=0)
     assert "You have 3 turns" in messages[0]["content"] and messages[1]["content"].endswith("[turn 0/3]")
