@@ -1,14 +1,24 @@
-"""Shared helpers of the LLM tests: the OpenAI chat message schema and transcript checks."""
+"""Shared helpers of the LLM tests: the OpenAI chat message schema and transcript checks.
+
+Every transcript an LLM test produces is checked twice: by the project's own
+:func:`arena_envs.llm.validate_messages` and by the JSON schema below (jsonschema, outside
+software, as the judge of the message shapes). Test modules that step chat sessions use
+``pytestmark = pytest.mark.usefixtures("validated_sessions")`` so no step goes unchecked.
+"""
 
 from __future__ import annotations
 
 import copy
 
 import jsonschema
+import pytest
+
+from arena_envs.llm import validate_messages
+from arena_envs.llm.chat import ChatSession
 
 _TEXT_PARTS = {"type": "array", "items": {"type": "object", "required": ["type", "text"],
                                           "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}
-_CONTENT = {"anyOf": [{"type": "string"}, _TEXT_PARTS]}
+_CONTENT = {"anyOf": [{"type": "string"}, _TEXT_PARTS]}  # never null: llama.cpp's server refuses it
 _TOOL_CALL = {
     "type": "object",
     "required": ["id", "type", "function"],
@@ -27,11 +37,10 @@ CHAT_MESSAGE_SCHEMA = {
          "properties": {"role": {"const": "system"}, "content": _CONTENT, "name": {"type": "string"}}},
         {"type": "object", "required": ["role", "content"], "additionalProperties": False,
          "properties": {"role": {"const": "user"}, "content": _CONTENT, "name": {"type": "string"}}},
-        {"type": "object", "required": ["role"], "additionalProperties": False,
-         "properties": {"role": {"const": "assistant"}, "content": {"anyOf": [_CONTENT, {"type": "null"}]},
+        {"type": "object", "required": ["role", "content"], "additionalProperties": False,
+         "properties": {"role": {"const": "assistant"}, "content": _CONTENT,
                         "name": {"type": "string"}, "reasoning_content": {"type": "string"},
-                        "tool_calls": {"type": "array", "minItems": 1, "items": _TOOL_CALL}},
-         "anyOf": [{"required": ["content"]}, {"required": ["tool_calls"]}]},
+                        "tool_calls": {"type": "array", "minItems": 1, "items": _TOOL_CALL}}},
         {"type": "object", "required": ["role", "content", "tool_call_id"], "additionalProperties": False,
          "properties": {"role": {"const": "tool"}, "content": _CONTENT, "tool_call_id": {"type": "string"}}},
     ],
@@ -39,19 +48,32 @@ CHAT_MESSAGE_SCHEMA = {
 TRANSCRIPT_SCHEMA = {"type": "array", "items": CHAT_MESSAGE_SCHEMA, "minItems": 2}
 
 
-def validate_transcript(messages: list[dict]) -> None:
-    """Each message valid, system first, and every tool message answering a call of the assistant
-    message before it (by its id, or the ``call_<turn>_<k>`` id of a call read from text)."""
-    jsonschema.validate(messages, TRANSCRIPT_SCHEMA)
+def validate_transcript(messages: list[dict], null_content: bool = False) -> None:
+    """The transcript valid by the project's validator and by the JSON schema, system message first
+    (``null_content``: content null beside tool_calls allowed, as the session option)."""
+    validate_messages(messages, null_content=null_content)
+    if not null_content:
+        jsonschema.validate(messages, TRANSCRIPT_SCHEMA)
     assert messages[0]["role"] == "system" and messages[1]["role"] == "user"
-    turn, expected = 0, set()
-    for message in messages:
-        if message["role"] == "assistant":
-            turn += 1
-            expected = {call["id"] for call in message.get("tool_calls", [])}
-        elif message["role"] == "tool":
-            call_id = message["tool_call_id"]
-            assert call_id in expected or call_id.startswith(f"call_{turn}_"), (call_id, expected)
+
+
+@pytest.fixture
+def validated_sessions(monkeypatch):
+    """Every ChatSession reset and step in the test checks the whole transcript afterwards."""
+    reset, step = ChatSession.reset, ChatSession.step
+
+    async def checked_reset(self, *args, **kwargs):
+        opening = await reset(self, *args, **kwargs)
+        validate_transcript(self.messages, self.options.null_content)
+        return opening
+
+    async def checked_step(self, *args, **kwargs):
+        result = await step(self, *args, **kwargs)
+        validate_transcript(self.messages, self.options.null_content)
+        return result
+
+    monkeypatch.setattr(ChatSession, "reset", checked_reset)
+    monkeypatch.setattr(ChatSession, "step", checked_step)
 
 
 class PrefixChecker:

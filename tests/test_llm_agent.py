@@ -8,7 +8,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
-from llm_helpers import validate_transcript
+from llm_helpers import validate_transcript, validated_sessions  # noqa: F401 (a fixture)
 
 import arena_envs  # noqa: F401
 from arena_envs.llm import FORMATS
@@ -17,6 +17,8 @@ from arena_envs.llm.cli import main
 from arena_envs.llm.runner import pass_at_k
 from arena_envs.llm.server import ScriptedModelServer
 from arena_envs.scripted import ScriptedForager
+
+pytestmark = pytest.mark.usefixtures("validated_sessions")
 
 pytest.importorskip("openai")
 HUNT = "arena_envs/TreasureHunt-v0"

@@ -7,11 +7,13 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from llm_helpers import PrefixChecker, validate_transcript
+from llm_helpers import PrefixChecker, validate_transcript, validated_sessions  # noqa: F401 (a fixture)
 
 import arena_envs  # noqa: F401
 from arena_envs.llm import FORMATS, ChatBatch, ChatEnv, ChatPool, format_reply
 from arena_envs.llm.scripted import policy_for
+
+pytestmark = pytest.mark.usefixtures("validated_sessions")
 
 FORAGING = "arena_envs/Foraging-v0"
 HUNT = "arena_envs/TreasureHunt-v0"
@@ -124,8 +126,11 @@ def test_invalid_calls_get_invalid_params_tool_messages_and_play_goes_on():
     reply["content"] += '\n<tool_call>{"name": "collect", "arguments": {broken</tool_call>'
     step = env.step(reply)
     results = [json.loads(m["content"]) for m in step.messages if m["role"] == "tool"]
-    assert [r.get("error_code") for r in results] == ["INVALID_PARAMS", "INVALID_PARAMS", None, "INVALID_PARAMS"]
-    assert "could not be read" in results[3]["error_message"]
+    assert [r.get("error_code") for r in results] == ["INVALID_PARAMS", "INVALID_PARAMS", None]
+    # the unreadable call cannot be declared as a tool call: its error is in the user message
+    assert [c["function"]["name"] for c in env.messages[2]["tool_calls"]] == ["teleport", "move_to", "idle"]
+    assert step.messages[-1]["role"] == "user" and "Result of call 4" in step.messages[-1]["content"]
+    assert "could not be read" in step.messages[-1]["content"]
     assert step.info["calls_invalid"] == 3 and step.info["calls_unreadable"] == 1
     assert {entry["code"] for entry in step.info["invalid"]} == {"INVALID_PARAMS"}
     assert not (step.terminated or step.truncated)

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from llm_helpers import PrefixChecker, validate_transcript
+from llm_helpers import PrefixChecker, validate_transcript, validated_sessions  # noqa: F401 (a fixture)
 
 from arena_envs.llm import format_reply
 from arena_envs.llm.scripted import policy_for
 from arena_envs.llm.team import TeamChat, policy_controller, scripted_team
+
+pytestmark = pytest.mark.usefixtures("validated_sessions")
 
 
 def tick_of(text: str) -> int:

@@ -10,19 +10,32 @@
 seeded episodes and writes the transcripts.
 """
 
-from arena_envs.llm.chat import ChatBatch, ChatEnv, ChatPool, ChatSession, ChatStep, assistant_message
-from arena_envs.llm.parsers import FORMATS, ParsedCall, ParseResult, format_reply, parse_reply
+from arena_envs.llm.chat import (
+    ChatBatch,
+    ChatEnv,
+    ChatOptions,
+    ChatPool,
+    ChatSession,
+    ChatStep,
+    assistant_message,
+)
+from arena_envs.llm.parsers import FORMATS, PARSE_STATUSES, ParsedCall, ParseResult, format_reply, parse_reply
+from arena_envs.llm.transcripts import TranscriptError, validate_messages
 
 __all__ = [
     "FORMATS",
+    "PARSE_STATUSES",
     "ChatBatch",
     "ChatEnv",
+    "ChatOptions",
     "ChatPool",
     "ChatSession",
     "ChatStep",
     "ParseResult",
     "ParsedCall",
+    "TranscriptError",
     "assistant_message",
     "format_reply",
     "parse_reply",
+    "validate_messages",
 ]

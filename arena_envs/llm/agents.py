@@ -58,7 +58,7 @@ class OpenAIChatAgent(BaseAgent):
     | `send_tools`      | send `tools=` (off for servers that reject it)                   |
     | `max_reply_chars` | a longer reply is an error (a runaway model would flood the transcript) |
     | `tools`           | the agent's own tools (BaseAgent), offered beside the environment's |
-    | `sampling`        | extra arguments to `chat.completions.create` (temperature, max_tokens, ...) |
+    | `sampling`        | extra arguments to `chat.completions.create` (temperature, tool_choice, extra_body...) |
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 120.0,
@@ -85,7 +85,9 @@ class OpenAIChatAgent(BaseAgent):
         offered = [*tools, *self.tool_schemas()]
         if self.send_tools and offered:
             body["tools"] = offered
-        arguments: dict[str, Any] = {"model": self.model, "messages": [], **self.sampling,
+        sampling = self.sampling if "tools" in body else \
+            {k: v for k, v in self.sampling.items() if k != "tool_choice"}  # servers refuse it without tools
+        arguments: dict[str, Any] = {"model": self.model, "messages": [], **sampling,
                                      "extra_body": {**self.sampling.get("extra_body", {}), **body}}
         retries = 0
         while True:

@@ -37,14 +37,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from arena_envs.llm.parsers import ParsedCall, parse_reply
-from arena_envs.llm.prompts import system_prompt
+from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
+from arena_envs.llm.prompts import no_call_note, system_prompt
 from arena_envs.tools import ToolCallError
+from arena_envs.treasure_hunt.rules import WELCOME
 
 TREASURE_HUNT = "arena_envs/TreasureHunt-v0"
+HUNT_OPENING = "You are in the hunt's root directory; start.txt is here."
 NOT_RUN = "NOT_RUN"
 """Error code of a call that was not carried out (over the per-reply limit, or the episode had ended)."""
 
@@ -78,8 +81,9 @@ class Backend(Protocol):
 
     scenario: str
     tools: list[dict[str, Any]]
+    turn_limit: int | None  # the scenario's own limit on replies (None: it counts ticks instead)
 
-    def system_prompt(self, max_calls: int, end_without_call: bool) -> str: ...
+    def prompt_facts(self) -> dict[str, Any]: ...
 
     async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]: ...
 
@@ -88,21 +92,63 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
+TEXT_CALLS = ("tool_calls", "user")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """How a chat session plays; every option is a keyword of ChatSession, ChatPool, ChatBatch, ChatEnv
+    and TeamChat (see the module docstring)."""
+
+    max_calls: int = 8
+    on_no_call: str = "continue"
+    wait_ticks: int = 0
+    max_turns: int | None = None
+    call_format: str = "openai"
+    strict_parse: bool = False
+    text_calls: str = "tool_calls"
+    null_content: bool = False
+    tools_in_prompt: bool = False
+    no_call_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.on_no_call not in ("continue", "end"):
+            raise ValueError(f"on_no_call must be 'continue' or 'end', got {self.on_no_call!r}")
+        if self.max_calls < 1:
+            raise ValueError(f"max_calls must be at least 1, got {self.max_calls}")
+        if self.wait_ticks < 0:
+            raise ValueError(f"wait_ticks must be >= 0, got {self.wait_ticks}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1 (or None), got {self.max_turns}")
+        if self.call_format not in FORMATS:
+            raise ValueError(f"call_format must be one of {', '.join(FORMATS)}, got {self.call_format!r}")
+        if self.text_calls not in TEXT_CALLS:
+            raise ValueError(f"text_calls must be 'tool_calls' or 'user', got {self.text_calls!r}")
+        if not (isinstance(self.no_call_penalty, (int, float)) and self.no_call_penalty >= 0):
+            raise ValueError(f"no_call_penalty must be a number >= 0, got {self.no_call_penalty!r}")
+
+    @classmethod
+    def pop(cls, kwargs: dict[str, Any]) -> ChatOptions:
+        """The chat options taken out of ``kwargs`` (what is left is for the environment)."""
+        return cls(**{f.name: kwargs.pop(f.name) for f in dataclasses.fields(cls) if f.name in kwargs})
+
+
+@dataclasses.dataclass(slots=True)
+class _Planned:
+    """One call of a reply: what was read, and the id it is answered under (None: answered in the user message)."""
+
+    call: ParsedCall
+    id: str | None
+
+
 class ChatSession:
     """One agent's episode as a conversation; see the module docstring."""
 
-    def __init__(self, backend: Backend, *, max_calls: int = 8, on_no_call: str = "continue",
-                 wait_ticks: int = 0, max_turns: int | None = None):
-        if on_no_call not in ("continue", "end"):
-            raise ValueError(f"on_no_call must be 'continue' or 'end', got {on_no_call!r}")
-        if max_calls < 1:
-            raise ValueError(f"max_calls must be at least 1, got {max_calls}")
-        if wait_ticks < 0:
-            raise ValueError(f"wait_ticks must be >= 0, got {wait_ticks}")
+    def __init__(self, backend: Backend, options: ChatOptions | None = None, **keywords: Any):
         self.backend = backend
-        self.max_calls, self.on_no_call, self.wait_ticks, self.max_turns = max_calls, on_no_call, wait_ticks, max_turns
+        self.options = dataclasses.replace(options or ChatOptions(), **keywords)
         self.tools = backend.tools
-        self.messages: list[dict[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []
         self.turn = 0
         self.ticks = 0
         self.episode_return = 0.0
@@ -112,20 +158,35 @@ class ChatSession:
         self._moved = False
 
     @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The transcript so far (a copy: changing it never changes the session's)."""
+        return _copies(self._messages)
+
+    @property
     def scenario(self) -> str:
         return self.backend.scenario
 
+    @property
+    def turn_budget(self) -> int | None:
+        """The replies this episode allows: ``max_turns`` or the scenario's own limit, the smaller."""
+        limits = [n for n in (self.options.max_turns, self.backend.turn_limit) if n is not None]
+        return min(limits) if limits else None
+
     async def reset(self, seed: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Start an episode: the opening messages (system, user) and the OpenAI tool schemas."""
+        o = self.options
         observation, info = await self.backend.reset(seed)
-        system = self.backend.system_prompt(self.max_calls, self.on_no_call == "end")
-        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": observation}]
+        system = system_prompt(self.scenario, o.max_calls, o.on_no_call == "end", call_format=o.call_format,
+                               turns=self.turn_budget, tools=self.tools if o.tools_in_prompt else None,
+                               no_call_penalty=o.no_call_penalty, **self.backend.prompt_facts())
         self.turn = self.ticks = 0
+        self._messages = [{"role": "system", "content": system},
+                          {"role": "user", "content": self._marked(observation)}]
         self.episode_return = 0.0
         self.done = False
         self.last_info = dict(info)
         self._position, self._moved = getattr(self.backend, "start_position", None), False
-        return _copies(self.messages), [dict(tool) for tool in self.tools]
+        return self.messages, [dict(tool) for tool in self.tools]
 
     async def step(self, reply: Any) -> ChatStep:
         """Play one assistant reply: its calls as ticks, then the next observation."""
@@ -135,60 +196,111 @@ class ChatSession:
         try:
             return await self._play(message)
         except BaseException:
-            self.done = True  # the world failed mid-turn: the transcript cannot go on consistently
+            self.done = True  # the world failed mid-turn: the transcript stays as it was before the reply
             raise
 
+    def _declare(self, message: dict[str, Any], parsed: ParseResult,
+                 turn: int) -> tuple[dict[str, Any], list[_Planned]]:
+        """The assistant message as stored, and each call with the id it is answered under.
+
+        Native ``tool_calls`` entries keep their id (made unique; ``call_<turn>_<k>`` when missing);
+        an entry that is not a call (not an object, no function name) is left out and answered in
+        the user message. Calls read from text are declared as ``tool_calls`` beside the raw text
+        (``text_calls="tool_calls"``) or answered in the user message (``"user"``).
+        """
+        o = self.options
+        stored: dict[str, Any] = {"role": "assistant", "content": _text(message.get("content"))}
+        for key in ("name", "reasoning_content"):
+            if isinstance(message.get(key), str):
+                stored[key] = message[key]
+        declared: list[dict[str, Any]] = []
+        plan: list[_Planned] = []
+        taken: set[str] = set()
+        native = parsed.format == "openai"
+        entries = list(message.get("tool_calls") or ()) if native else []
+        for k, call in enumerate(parsed.calls):
+            entry = entries[k] if native else None
+            function = entry.get("function") if isinstance(entry, dict) else None
+            if native and not (isinstance(function, dict) and isinstance(function.get("name"), str)
+                               and function["name"]):
+                plan.append(_Planned(call, None))
+                continue
+            if not native and (o.text_calls == "user" or not call.ok):
+                plan.append(_Planned(call, None))
+                continue
+            wanted = entry.get("id") if native else None
+            call_id = _unique(wanted if isinstance(wanted, str) and wanted else f"call_{turn}_{k}", taken)
+            if native:
+                name, arguments = function["name"], function.get("arguments")
+            else:
+                name, arguments = call.name, call.arguments
+            declared.append({"id": call_id, "type": "function",
+                             "function": {"name": name, "arguments": _arguments_text(arguments)}})
+            plan.append(_Planned(call, call_id))
+        if declared:
+            stored["tool_calls"] = declared
+            if o.null_content and not stored["content"]:
+                stored["content"] = None
+        return stored, plan
+
     async def _play(self, message: dict[str, Any]) -> ChatStep:
-        self.turn += 1
-        for k, entry in enumerate(message.get("tool_calls") or ()):
-            if isinstance(entry, dict) and not (isinstance(entry.get("id"), str) and entry["id"]):
-                entry["id"] = f"call_{self.turn}_{k}"  # some servers send none: a resent transcript needs them
-        self.messages.append(message)
-        parsed = parse_reply(message, self.tools)
-        new: list[dict[str, Any]] = []
+        o = self.options
+        turn = self.turn + 1
+        parsed = parse_reply(message, self.tools, strict=o.strict_parse, expected=o.call_format)
+        stored, plan = self._declare(message, parsed, turn)
+        answers: list[dict[str, Any]] = []  # the tool messages
+        notes: list[str] = []  # results of calls without an id, then what happened, for the user message
         reward, terminated, truncated, info = 0.0, False, False, self.last_info
         invalid: list[dict[str, Any]] = []
         ticks = 0
+        observation: str | Callable[[], str] = ""
 
-        for k, call in enumerate(parsed.calls):
-            call_id = call.id or f"call_{self.turn}_{k}"
-            if terminated or truncated or k >= self.max_calls:
+        for k, planned in enumerate(plan):
+            call = planned.call
+            if terminated or truncated or k >= o.max_calls:
                 why = "the episode had ended" if terminated or truncated else \
-                    f"at most {self.max_calls} calls run per reply"
-                new.append(_tool_message(call_id, _error(NOT_RUN, f"not run: {why}")))
+                    f"at most {o.max_calls} calls run per reply"
+                code, result = NOT_RUN, _error(NOT_RUN, f"not run: {why}")
                 invalid.append({"name": call.name, "code": NOT_RUN, "why": why})
-                continue
-            tick = await self._tick(call.as_call() if call.ok else None)
-            ticks += 1
-            reward += tick.reward
-            terminated, truncated, info = tick.terminated, tick.truncated, tick.info
-            if not call.ok:
-                code, result = "INVALID_PARAMS", _error("INVALID_PARAMS", _unreadable(call))
             else:
-                code, result = tick.error_code, tick.result
-            if code is not None:
-                invalid.append({"name": call.name, "code": code, "why": _why(call, result)})
-            new.append(_tool_message(call_id, result))
-            observation = tick.observation
+                tick = await self._tick(call.as_call() if call.ok else None)
+                ticks += 1
+                reward += tick.reward
+                terminated, truncated, info = tick.terminated, tick.truncated, tick.info
+                observation = tick.observation
+                if not call.ok:
+                    code, result = "INVALID_PARAMS", _error("INVALID_PARAMS", _unreadable(call))
+                else:
+                    code, result = tick.error_code, tick.result
+                if code is not None:
+                    invalid.append({"name": call.name, "code": code, "why": _why(call, result)})
+            if planned.id is not None:
+                answers.append(_tool_message(planned.id, result))
+            else:
+                notes.append(f"Result of call {k + 1} ({call.name or 'unreadable'}): {result}")
+        if parsed.dropped:
+            notes.append(f"{parsed.dropped} more calls were not read (at most {MAX_CALLS} per reply).")
 
-        note = ""
         ended_by = None
+        readable = any(planned.call.ok for planned in plan)
+        penalty = 0.0 if readable else float(o.no_call_penalty)
         if parsed.failure:
-            if self.on_no_call == "end":
+            if o.on_no_call == "end":
                 truncated, ended_by = True, "no_tool_call"
                 observation = ""
-                note = f"No tool call found ({parsed.error}); the episode ends."
             else:
                 tick = await self._tick(None)
                 ticks += 1
                 reward += tick.reward
                 terminated, truncated, info = tick.terminated, tick.truncated, tick.info
                 observation = tick.observation
-                note = f"No tool call found ({parsed.error}); the world ran one tick with your action carrying on."
+            notes.append(f"No tool call found ({parsed.error}); "
+                         f"{no_call_note(self.scenario, o.on_no_call == 'end')}.")
+        reward -= penalty
 
         # let a walking agent arrive (a crafting one finish) before asking again
         waited = 0
-        while waited < self.wait_ticks and self._moved and not (terminated or truncated):
+        while waited < o.wait_ticks and self._moved and not (terminated or truncated):
             tick = await self._tick(None)
             ticks += 1
             waited += 1
@@ -196,21 +308,39 @@ class ChatSession:
             terminated, truncated, info = tick.terminated, tick.truncated, tick.info
             observation = tick.observation
 
-        if not (terminated or truncated) and self.max_turns is not None and self.turn >= self.max_turns:
+        if not (terminated or truncated) and o.max_turns is not None and turn >= o.max_turns:
             truncated, ended_by = True, "max_turns"
         if callable(observation):
             observation = observation()
-        user = "\n".join(part for part in (note, observation) if part)
+        new = answers
+        user = "\n".join(part for part in (*notes, self._marked(observation, turn)) if part)
         if user:
             new.append({"role": "user", "content": user})
-        self.messages += new
+        self._messages += [stored, *new]  # the reply and its answers together: the transcript stays valid
+        self.turn = turn
         self.ticks += ticks
         self.episode_return += reward
         self.done = terminated or truncated
         self.last_info = info
-        step_info = {**info, **parsed.telemetry(), "turn": self.turn, "ticks": ticks,
-                     "calls_invalid": len(invalid), "invalid": invalid, "ended_by": ended_by}
+        step_info = {**info, **parsed.telemetry(), "turn": turn, "ticks": ticks,
+                     "calls_invalid": len(invalid), "invalid": invalid, "ended_by": ended_by,
+                     "no_call_penalty": penalty}
         return ChatStep(_copies(new), float(reward), bool(terminated), bool(truncated), step_info)
+
+    def _marked(self, observation: str, turn: int = 0) -> str:
+        """The observation with its ``[turn i/N]`` marker counting replies against the turn budget.
+
+        Treasure Hunt's own marker (``[turn a/b | cwd ...]``) counts tool calls: it is rewritten to
+        count replies, the calls moved to its end when a reply may hold several."""
+        budget = self.turn_budget
+        if not observation or budget is None:
+            return observation
+        marker = _HUNT_MARKER.search(observation)
+        if marker is None:
+            return f"{observation}\n[turn {turn}/{budget}]"
+        calls = f" | tool calls {marker['calls']}/{marker['limit']}" if self.options.max_calls > 1 else ""
+        return (observation[:marker.start()] + f"[turn {turn}/{budget} | {marker['rest']}{calls}]"
+                + observation[marker.end():])
 
     async def _tick(self, call: dict[str, Any] | None) -> Tick:
         tick = await self.backend.tick(call)
@@ -224,8 +354,11 @@ class ChatSession:
         await self.backend.close()
 
 
+_HUNT_MARKER = re.compile(r"\[turn (?P<calls>\d+)/(?P<limit>\d+) \| (?P<rest>cwd [^\n]*)\]$")
+
+
 def assistant_message(reply: Any) -> dict[str, Any]:
-    """An assistant reply as a plain OpenAI message dict (text becomes ``content``)."""
+    """An assistant reply as a plain OpenAI message dict (text becomes ``content``); an independent copy."""
     if callable(getattr(reply, "model_dump", None)):
         reply = reply.model_dump(exclude_none=True)
     if isinstance(reply, (bytes, bytearray)):
@@ -237,13 +370,42 @@ def assistant_message(reply: Any) -> dict[str, Any]:
     role = reply.get("role", "assistant")
     if role != "assistant":
         raise ValueError(f"the reply must be an assistant message, got role {role!r}")
-    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+    message: dict[str, Any] = {"role": "assistant", "content": _text(reply.get("content"))}
     for key in ("tool_calls", "reasoning_content", "name"):
         if reply.get(key) is not None:
-            message[key] = json.loads(json.dumps(reply[key], default=str))  # a plain, independent copy
+            message[key] = _plain(reply[key])
     if message.get("tool_calls") == []:
         del message["tool_calls"]
     return message
+
+
+def _text(content: Any) -> str:
+    """Content as a string: text parts joined, None as ''."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return "" if content is None else str(content)
+
+
+def _plain(value: Any) -> Any:
+    """A plain, independent JSON copy (anything else becomes its text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _unique(call_id: str, taken: set[str]) -> str:
+    candidate, n = call_id, 1
+    while candidate in taken:
+        candidate, n = f"{call_id}_{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _arguments_text(arguments: Any) -> str:
+    """Call arguments as the JSON string OpenAI messages carry (a model's string is kept as written)."""
+    if isinstance(arguments, str):
+        return arguments
+    return "{}" if arguments is None else json.dumps(arguments, default=str)
 
 
 def _tool_message(call_id: str, content: str) -> dict[str, Any]:
@@ -269,8 +431,16 @@ def _why(call: ParsedCall, result: str) -> str:
 
 
 def _copies(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies for the caller: changing them never changes the transcript."""
-    return [dict(message) for message in messages]
+    """Copies for the caller, all the way down: changing them never changes the transcript."""
+    return [_copied(message) for message in messages]
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
 
 
 # -- backends ---------------------------------------------------------------------------
@@ -289,14 +459,14 @@ class PoolBackend:
         self.scenario = scenario_name(pool.env_id)
         self.params = pool.scenario.params
         self.tools = universal_schemas(self.params)
+        self.turn_limit = None  # the world counts ticks, not replies
         self.start_position: tuple[float, float, float] | None = None
 
-    def system_prompt(self, max_calls: int, end_without_call: bool) -> str:
+    def prompt_facts(self) -> dict[str, Any]:
         p = self.params
-        facts = {"half": p.half_size, "ticks": p.max_ticks, "speed": p.move_speed, "collect": p.collect_range,
-                 "craft": p.craft_range, "sight": p.perception_radius, "goal": getattr(p, "goal", ""),
-                 "recipes": recipes_text(getattr(p, "recipes", ()))}
-        return system_prompt(self.scenario, max_calls, end_without_call, **facts)
+        return {"half": p.half_size, "ticks": p.max_ticks, "speed": p.move_speed, "collect": p.collect_range,
+                "craft": p.craft_range, "sight": p.perception_radius, "goal": getattr(p, "goal", ""),
+                "recipes": recipes_text(getattr(p, "recipes", ()))}
 
     async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
         observation = await self.pool.acquire(self.id, seed=seed)
@@ -375,15 +545,20 @@ class HuntBackend:
         self.registry = HUNT_TOOLS
         self.tools = TREASURE_HUNT_TOOL_SCHEMAS
 
-    def system_prompt(self, max_calls: int, end_without_call: bool) -> str:
-        return system_prompt(self.scenario, max_calls, end_without_call, turns=self.env.max_steps)
+    @property
+    def turn_limit(self) -> int:
+        return self.env.max_steps  # every reply costs at least one of the hunt's turns
+
+    def prompt_facts(self) -> dict[str, Any]:
+        return {"calls": self.env.max_steps}
 
     async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed)
-        return observation, info
+        # the env's welcome shows its own call syntax: the system prompt has the goal and the run's syntax
+        return observation.replace(WELCOME, HUNT_OPENING), info
 
     async def tick(self, call: dict[str, Any] | None) -> Tick:
-        # no call still costs a turn, so a model that never calls cannot play forever
+        # no call still costs a turn (as the prompt says), so a model that never calls cannot play forever
         observation, reward, terminated, truncated, info = self.env.step(call if call is not None else "")
         body, _, status = observation.rpartition("\n")
         code = None
@@ -414,12 +589,9 @@ class ChatPool:
     Hunt sessions each play their own text env (there is nothing to batch).
     """
 
-    def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, max_calls: int = 8,
-                 on_no_call: str = "continue", wait_ticks: int = 0, max_turns: int | None = None,
-                 **env_kwargs: Any):
-        self.env_id, self.size, self.env_kwargs = env_id, size, env_kwargs
-        self.options = {"max_calls": max_calls, "on_no_call": on_no_call, "wait_ticks": wait_ticks,
-                        "max_turns": max_turns}
+    def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, **kwargs: Any):
+        self.options = ChatOptions.pop(kwargs)  # the chat options (ChatOptions' fields); the rest is the env's
+        self.env_id, self.size, self.env_kwargs = env_id, size, kwargs
         self.scenario = scenario_name(env_id)
         if self.scenario == "TeamCapture":
             raise ValueError("Team Capture has several agents: play it with arena_envs.llm.team.TeamChat")
@@ -427,7 +599,7 @@ class ChatPool:
         if env_id != TREASURE_HUNT:
             from arena_envs.tools import ToolPool
 
-            self.tool_pool = ToolPool(env_id, size=size, timeout=timeout, **env_kwargs)
+            self.tool_pool = ToolPool(env_id, size=size, timeout=timeout, **self.env_kwargs)
         self._count = 0
 
     def session(self) -> ChatSession:
@@ -437,7 +609,7 @@ class ChatPool:
             backend: Backend = HuntBackend(**self.env_kwargs)
         else:
             backend = PoolBackend(self.tool_pool, id=f"chat-{self._count}")
-        return ChatSession(backend, **self.options)
+        return ChatSession(backend, self.options)
 
 
 class ChatBatch:

@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the OpenAI-compatible endpoint")
     parser.add_argument("--model", default=None, help="model name (required with --agent openai)")
     parser.add_argument("--api-key", default=None, help="API key (default: $OPENAI_API_KEY; local servers need none)")
-    parser.add_argument("--format", choices=FORMATS, default="openai", help="how the scripted agent writes calls")
+    parser.add_argument("--format", choices=FORMATS, default="openai",
+                        help="the call syntax: the one the prompt teaches (and --strict-parse accepts), and how "
+                             "the scripted agent writes calls")
     parser.add_argument("--episodes", type=int, default=16, help="episodes in all (seeds x group size)")
     parser.add_argument("--group-size", type=int, default=1, help="episodes per seed (GRPO groups; pass@k)")
     parser.add_argument("--seed", type=int, default=0, help="first seed; groups use seed, seed+1, ...")
@@ -48,7 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx, with backoff")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--no-tools", action="store_true", help="do not send tools= (servers that refuse it)")
+    parser.add_argument("--no-tools", action="store_true",
+                        help="do not send tools= (servers that refuse it); the tools are listed in the prompt")
+    parser.add_argument("--tools-in-prompt", action="store_true",
+                        help="list the tools in the system prompt too (servers whose chat template drops tools=)")
+    parser.add_argument("--tool-choice", default=None, metavar="auto|none|required|NAME",
+                        help="tool_choice sent with the tools (a tool's name forces that tool)")
+    parser.add_argument("--extra-body", default=None, metavar="JSON",
+                        help='extra request fields, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'')
+    parser.add_argument("--strict-parse", action="store_true",
+                        help="read only the --format syntax, a reply that is the call itself (no call in prose)")
+    parser.add_argument("--text-calls", choices=("tool_calls", "user"), default="tool_calls",
+                        help="calls read from text: declared as tool_calls beside the raw text, or answered in a "
+                             "user message (the assistant message kept exactly as the model wrote it)")
+    parser.add_argument("--null-content", action="store_true",
+                        help="send content null (not '') beside tool_calls, for servers that want it")
+    parser.add_argument("--no-call-penalty", type=float, default=0.0, metavar="X",
+                        help="reward cost of a reply without a readable call, on top of the env's own")
     parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=medium (JSON values allowed)")
     parser.add_argument("--chat-agents", default="blue_agent_1",
@@ -70,6 +88,25 @@ def env_kwargs(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             kwargs[key] = value
     return kwargs
+
+
+def tool_choice(value: str | None) -> Any:
+    """``auto``/``none``/``required`` as they are; any other word names the tool to call."""
+    if value is None or value in ("auto", "none", "required"):
+        return value
+    return {"type": "function", "function": {"name": value}}
+
+
+def json_object(option: str, text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise SystemExit(f"arena-agent: {option} must be a JSON object: {error}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"arena-agent: {option} must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +134,10 @@ async def _main(args: argparse.Namespace) -> int:
     from arena_envs.llm.runner import results_table, run_episodes, summary, write_transcripts
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
-               "max_turns": args.max_turns, **env_kwargs(args.env_arg)}
+               "max_turns": args.max_turns, "call_format": args.format, "strict_parse": args.strict_parse,
+               "text_calls": args.text_calls, "null_content": args.null_content,
+               "tools_in_prompt": args.tools_in_prompt or args.no_tools, "no_call_penalty": args.no_call_penalty,
+               **env_kwargs(args.env_arg)}
     pool, team, scenario = None, None, "TeamCapture"
     if args.env_id in ("arena_envs/TeamCapture-v0", "team_capture_v0"):
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
@@ -117,8 +157,9 @@ async def _main(args: argparse.Namespace) -> int:
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
-        sampling = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens))
-                    if v is not None}
+        sampling = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens),
+                                      ("tool_choice", tool_choice(args.tool_choice)),
+                                      ("extra_body", json_object("--extra-body", args.extra_body))) if v is not None}
         agent = OpenAIChatAgent(args.base_url, args.model, args.api_key, timeout=args.timeout,
                                 max_retries=args.max_retries, send_tools=not args.no_tools, **sampling)
     bar = None

@@ -42,6 +42,12 @@ MAX_RAW_CHARS = 2_000
 
 FORMATS = ("openai", "hermes", "qwen3_xml", "llama3_json", "mistral", "json", "bare_name")
 NO_CALL = "none"
+PARSE_STATUSES = ("call", "none", "near_miss", "unreadable", "quoted_example", "wrong_format")
+STRICT_FORMATS = {  # what a strict parse accepts for each call format (native tool_calls always)
+    "openai": ("openai", "json"), "hermes": ("openai", "hermes"), "qwen3_xml": ("openai", "qwen3_xml"),
+    "llama3_json": ("openai", "llama3_json"), "mistral": ("openai", "mistral"), "json": ("openai", "json"),
+    "bare_name": ("openai", "bare_name", "json"),
+}
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -94,6 +100,7 @@ class ParseResult:
     reasoning: str | None = None
     error: str | None = None  # why nothing was read (when ``calls`` is empty)
     dropped: int = 0  # calls beyond MAX_CALLS, not read
+    miss: str | None = None  # with no readable call: "near_miss", "quoted_example" or "wrong_format" (see status)
 
     @property
     def failure(self) -> bool:
@@ -104,9 +111,26 @@ class ParseResult:
     def invalid(self) -> list[ParsedCall]:
         return [call for call in self.calls if not call.ok]
 
+    @property
+    def status(self) -> str:
+        """What the reply was, one of :data:`PARSE_STATUSES`:
+
+        ``call`` (at least one readable call), ``none`` (no attempt at a call), ``near_miss`` (a
+        call written almost right: single quotes, a trailing comma, unbalanced braces...),
+        ``unreadable`` (a call attempt that cannot be read), ``quoted_example`` (prose that only
+        quotes a call, after "e.g." or in a sentence about the syntax: never run),
+        ``wrong_format`` (with a strict parse: a call in another format's syntax).
+        """
+        if any(call.ok for call in self.calls):
+            return "call"
+        if self.miss is not None:
+            return self.miss
+        return "unreadable" if self.calls else NO_CALL
+
     def telemetry(self) -> dict[str, Any]:
         """Per-turn facts: the format, how many calls were read, which were unreadable and why."""
-        return {"format": self.format, "calls_parsed": len(self.calls), "calls_unreadable": len(self.invalid),
+        return {"format": self.format, "parse_status": self.status, "calls_parsed": len(self.calls),
+                "calls_unreadable": len(self.invalid),
                 "parse_failure": self.failure, "parse_error": self.error, "calls_dropped": self.dropped,
                 "unreadable": [{"name": call.name, "error": call.error} for call in self.invalid]}
 
@@ -127,20 +151,35 @@ def tool_names(tools: Iterable[Any] | None) -> dict[str, dict[str, str]]:
     return names
 
 
-def parse_reply(message: Any, tools: Iterable[Any] | None = None) -> ParseResult:
+def parse_reply(message: Any, tools: Iterable[Any] | None = None, *, strict: bool = False,
+                expected: str | None = None) -> ParseResult:
     """Read the tool calls of one assistant reply (see the module docstring for the formats).
 
     ``message``: an OpenAI chat message (dict or SDK object), or its text. ``tools``: the
     OpenAI schemas (or names) offered; they enable bare names and typed XML parameters.
+    ``strict``: read only a format's own syntax, a reply that is the call(s) and nothing else
+    (no call searched for in prose); with ``expected`` (a format of :data:`FORMATS`) only that
+    format (and native ``tool_calls``) counts, any other is a ``wrong_format`` failure.
     """
+    if expected is not None and expected not in FORMATS:
+        raise ValueError(f"unknown format {expected!r}; formats: {', '.join(FORMATS)}")
     known = tool_names(tools)
     try:
-        return _parse(message, known)
+        result = _parse(message, known, strict)
     except RecursionError:
         return ParseResult(NO_CALL, error="the reply is nested too deeply to read")
+    if not strict:
+        return result
+    if expected is not None and result.calls and result.format not in STRICT_FORMATS[expected]:
+        return ParseResult(NO_CALL, content=result.content, reasoning=result.reasoning, miss="wrong_format",
+                           error=f"a strict parse reads only {expected} calls, and this reply's are {result.format}")
+    if not result.calls and result.miss is None and _parse(message, known).status == "call":
+        result.miss = "wrong_format"
+        result.error = "a strict parse reads a call only when the reply is the call itself, without prose"
+    return result
 
 
-def _parse(message: Any, known: dict[str, dict[str, str]]) -> ParseResult:
+def _parse(message: Any, known: dict[str, dict[str, str]], strict: bool = False) -> ParseResult:
     if callable(getattr(message, "model_dump", None)):
         message = message.model_dump()
     reasoning = None
@@ -165,7 +204,7 @@ def _parse(message: Any, known: dict[str, dict[str, str]]) -> ParseResult:
                                  f"limit {MAX_REPLY_CHARS})")
     thought, visible = split_reasoning(content)
     reasoning = "\n".join(part for part in (reasoning, thought) if part) or None
-    result = _from_text(visible, known)
+    result = _from_text(visible, known, strict)
     result.content, result.reasoning = visible.strip(), reasoning
     return result
 
@@ -232,23 +271,47 @@ def _openai_calls(calls: Any) -> ParseResult:
     return ParseResult("openai", parsed, dropped=max(0, len(calls) - MAX_CALLS))
 
 
-def _from_text(text: str, known: dict[str, dict[str, str]]) -> ParseResult:
+def _from_text(text: str, known: dict[str, dict[str, str]], strict: bool = False) -> ParseResult:
     stripped = text.strip()
     if not stripped:
         return ParseResult(NO_CALL, error="the reply is empty: no tool call")
-    if _MISTRAL_TAG in text:
-        return _mistral(text)
-    if _TOOL_CALL_OPEN in text or "<function=" in text:
-        return _tagged(text, known)
-    for parse in (_llama3, _fenced, _embedded):
-        result = parse(stripped)
-        if result is not None:
-            return result
+    if _MISTRAL_TAG in text and (not strict or stripped.startswith(_MISTRAL_TAG)):
+        return _miss_kind(_mistral(text))
+    if (_TOOL_CALL_OPEN in text or "<function=" in text) and (not strict or stripped.startswith(_TOOL_CALL_OPEN)):
+        return _miss_kind(_tagged(text, known))
+    result = _llama3(stripped)
+    if result is not None:
+        return result
+    result = _fenced(stripped, strict)
+    if result is not None and (result.calls or result.miss):
+        return _miss_kind(result)
+    quoted = result is not None
+    search = _embedded(stripped, strict)
+    if search.calls:
+        return search
     bare = _bare_name(stripped, known)
     if bare is not None:
         return bare
+    if search.miss == "near_miss":
+        return search
+    if quoted or search.miss == "quoted_example":
+        return ParseResult(NO_CALL, miss="quoted_example",
+                           error="the reply only quotes a call as an example (e.g. after 'for example'); "
+                                 "write the call itself")
     preview = stripped if len(stripped) <= 80 else stripped[:77] + "..."
     return ParseResult(NO_CALL, error=f"no tool call found in the reply {preview!r}")
+
+
+def _miss_kind(result: ParseResult) -> ParseResult:
+    """Calls that were all unreadable: a near miss when their text reads as a call after a light repair."""
+    if result.calls and not any(call.ok for call in result.calls) and result.miss is None:
+        for call in result.calls[:4]:
+            why = _near_miss(call.raw)
+            if why is not None:
+                result.miss = "near_miss"
+                call.error = f"{call.error} ({why})"
+                break
+    return result
 
 
 def _tagged(text: str, known: dict[str, dict[str, str]]) -> ParseResult:
@@ -361,12 +424,20 @@ def _mistral(text: str) -> ParseResult:
                        error=None if calls else "nothing after [TOOL_CALLS]")
 
 
-def _fenced(text: str) -> ParseResult | None:
-    """Calls in fenced code blocks: each block one call object or a list of them."""
+def _fenced(text: str, strict: bool = False) -> ParseResult | None:
+    """Calls in fenced code blocks: each block one call object or a list of them. Blocks that a
+    sentence introduces as an example are not calls: they give an empty result (None: no block)."""
     calls: list[ParsedCall] = []
+    quoted = False
     for match in _FENCE.finditer(text[:MAX_REPLY_CHARS]):
         body = match.group(2).strip()
         if not body.startswith(("{", "[")):
+            continue
+        if strict and text[:match.start()].strip():
+            return ParseResult("json", miss="wrong_format",
+                               error="a strict parse reads a fenced call only when it is the whole reply")
+        if _quoted(text, match.start()):
+            quoted = True
             continue
         try:
             value = json.loads(body)
@@ -380,26 +451,105 @@ def _fenced(text: str) -> ParseResult | None:
         if len(calls) > MAX_CALLS:
             break
     if not calls:
-        return None
+        return ParseResult(NO_CALL) if quoted else None
     return ParseResult("json", calls[:MAX_CALLS], dropped=max(0, len(calls) - MAX_CALLS))
 
 
-def _embedded(text: str) -> ParseResult | None:
-    """The first JSON call object in the text, alone or within prose."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    for _ in range(200):  # bounded: prose full of braces is not searched forever
-        if start < 0:
-            return None
+def _embedded(text: str, strict: bool = False) -> ParseResult:
+    """The first JSON call object in the text, alone or (unless ``strict``) within prose.
+
+    One pass finds the outermost balanced ``{...}`` spans (strings skipped whole, so braces in
+    them do not count); only those are decoded, each once, so the work is linear in the
+    reply's length however its braces nest or fail to close. A call a sentence introduces as
+    an example is skipped (``miss="quoted_example"``); a span that reads as a call only after a
+    light repair is a ``near_miss``.
+    """
+    spans, unclosed = _outer_objects(text)
+    if strict:
+        spans = [(start, end) for start, end in spans if start == 0 and end == len(text)]
+        unclosed = unclosed[:1] if unclosed[:1] == [0] else []
+    miss: str | None = None
+    near: str | None = None
+    for start, end in spans:
+        piece = text[start:end]
         try:
-            value, _end = decoder.raw_decode(text, start)
+            value = json.loads(piece)
         except (ValueError, RecursionError):
-            pass
-        else:
-            if isinstance(value, dict) and _looks_like_call(value):
-                return ParseResult("json", [_from_object(value, value)])
-        start = text.find("{", start + 1)
-    return None
+            if near is None and _CALL_ATTEMPT.match(piece):
+                near = _near_miss(piece)
+            continue
+        if isinstance(value, dict) and _looks_like_call(value):
+            if not strict and _quoted(text, start):
+                miss = miss or "quoted_example"
+                continue
+            return ParseResult("json", [_from_object(value, value)])
+    for start in unclosed[:4]:  # an object never closed: a near miss when closing it makes a call
+        if near is None and _CALL_ATTEMPT.match(text, start):
+            near = _near_miss(text[start:])
+    if near is not None:
+        return ParseResult(NO_CALL, miss="near_miss", error=f"a malformed call: {near}; write valid JSON")
+    return ParseResult(NO_CALL, miss=miss)
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)|[{}]', re.S)  # a whole string (closed or not), or a brace
+_CALL_ATTEMPT = re.compile(r"\{\s*['\"]?(?:name|tool|tool_name|function|action)['\"]?\s*:")
+_QUOTE_CUE = re.compile(  # words that introduce an example, right before the object (or its fence)
+    r"(?:\be\.g\.|\bfor example|\bfor instance|\bsuch as|\bexample|\blike|\bwritten as|"
+    r"\b(?:syntax|format) is)\s*[:,]?\s*[`'\"(]*\s*(?:```[A-Za-z0-9_-]*\s*)?$", re.I)
+
+
+def _outer_objects(text: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """``(spans, unclosed)``: the ``(start, end)`` of each outermost balanced ``{...}`` in ``text`` (a
+    span inside an object that never closes counts as outermost), and where the never-closed
+    objects start. One regex pass; Python only looks at the braces."""
+    spans: list[tuple[int, int]] = []
+    opened: list[int] = []
+    for token in _TOKENS.finditer(text):
+        brace = token.group()
+        if brace == "{":
+            opened.append(token.start())
+        elif brace == "}" and opened:
+            start = opened.pop()
+            while spans and spans[-1][0] > start:  # a span inside this one: only the outer one is kept
+                spans.pop()
+            spans.append((start, token.end()))
+    return spans, opened
+
+
+def _quoted(text: str, start: int) -> bool:
+    """Whether the sentence before ``start`` introduces what follows as an example of the syntax."""
+    before = text[max(0, start - 80):start]
+    return _QUOTE_CUE.search(before.rsplit("\n\n", 1)[-1]) is not None
+
+
+_REPAIRS = (
+    ("single quotes instead of double quotes", re.compile(r"'"), '"'),
+    ("a trailing comma", re.compile(r",\s*([}\]])"), r"\1"),
+    ("unquoted keys", re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:"), r'\1"\2":'),
+)
+
+
+def _near_miss(text: str) -> str | None:
+    """What is wrong with a call's JSON when light repairs (quotes, commas, closing braces) make it
+    read as a call; None when they do not."""
+    text = _unfenced(text.strip())[:MAX_REPLY_CHARS]
+    if not text.startswith("{"):
+        return None
+    faults = []
+    for fault, pattern, replacement in _REPAIRS:
+        repaired = pattern.sub(replacement, text)
+        if repaired != text:
+            faults.append(fault)
+            text = repaired
+    depth = text.count("{") - text.count("}")
+    if 0 < depth <= 64:
+        faults.append("unbalanced braces")
+        text += "}" * depth
+    try:
+        value, _end = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return None
+    return ", ".join(faults) if faults and isinstance(value, dict) and _looks_like_call(value) else None
 
 
 def _bare_name(text: str, known: dict[str, dict[str, str]]) -> ParseResult | None:

@@ -1,17 +1,27 @@
-"""The opening system message of each scenario: its goal, its rules and how to call tools."""
+"""The opening system message of each scenario: its goal, its rules, its budget and how to call tools.
+
+Everything the prompt states comes from the run: the turn budget from ``max_turns`` (and the
+scenario's own limit), the call syntax from the run's call format (one syntax throughout,
+the same one :func:`~arena_envs.llm.parsers.format_reply` writes and a strict parse accepts),
+what a reply without a call does from the environment's own rule, and the tool list
+whenever the tools are not passed to the server natively.
+"""
 
 from __future__ import annotations
 
-CALLING = (
-    "How to act: call the tools offered to you. If your interface has no function calling, write each "
-    'call as JSON in your reply, e.g. {{"name": "{example}", "arguments": {{{example_args}}}}}. '
-    "Several calls in one reply run one after another, one per turn of the world (at most {max_calls} "
-    "per reply). {no_call}"
-)
-NO_CALL_CONTINUE = ("A reply without a tool call lets the world run one tick with your current action "
-                    "carrying on.")
-NO_CALL_END = "A reply without a tool call ends the episode."
-NO_CALL_TURN = "A reply without a tool call still costs a turn."
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from arena_envs.llm.parsers import FORMATS, format_reply
+
+NO_CALL_CONTINUE = ("A reply without a readable tool call lets the world run one tick with your current action "
+                    "carrying on")
+NO_CALL_END = "A reply without a readable tool call ends the episode"
+NO_CALL_TURN = "A reply without a readable tool call still costs a turn (one of the hunt's tool calls)"
+NOTE_CONTINUE = "the world ran one tick with your action carrying on"
+NOTE_END = "the episode ends"
+NOTE_TURN = "that cost a turn"
 
 GOALS = {
     "Foraging": (
@@ -44,22 +54,64 @@ GOALS = {
         "# Treasure Hunt\n"
         "A treasure is hidden in a directory tree. Read start.txt and follow the clues: each clue names the "
         "next file. The last one holds a 16-character key. In the treasure's directory, call "
-        "check_treasure with that key. Paths starting with / start at the hunt root. You have {turns} tool "
-        "calls; each costs a little reward, finding the treasure gives +1."
+        "check_treasure with that key. Paths starting with / start at the hunt root. The hunt allows {calls} "
+        "tool calls in all; each costs a little reward, finding the treasure gives +1."
     ),
 }
 EXAMPLES = {
-    "Foraging": ("move_to", '"target": [3, 0, 4]'),
-    "Crafting": ("collect", '"target_name": "IronOre1"'),
-    "TeamCapture": ("move_to", '"target": [0, 0, 0]'),
-    "TreasureHunt": ("cat", '"file": "start.txt"'),
+    "Foraging": ("move_to", {"target": [3, 0, 4]}),
+    "Crafting": ("collect", {"target_name": "IronOre1"}),
+    "TeamCapture": ("move_to", {"target": [0, 0, 0]}),
+    "TreasureHunt": ("cat", {"file": "start.txt"}),
 }
+ONE_TICK_EACH = {"TreasureHunt": "each one tool call of the hunt"}
 
 
-def system_prompt(scenario: str, max_calls: int, end_without_call: bool = False, **facts) -> str:
-    """The system message of ``scenario`` (a key of GOALS), its numbers filled from ``facts``."""
-    example, example_args = EXAMPLES[scenario]
-    carry_on = NO_CALL_TURN if scenario == "TreasureHunt" else NO_CALL_CONTINUE  # no action carries on there
-    calling = CALLING.format(example=example, example_args=example_args, max_calls=max_calls,
-                             no_call=NO_CALL_END if end_without_call else carry_on)
-    return GOALS[scenario].format(**facts) + "\n\n" + calling
+def call_example(scenario: str, call_format: str = "openai") -> str:
+    """How a call is written in ``call_format``: what :func:`format_reply` writes for the scenario's
+    example call (``openai``: the JSON a model without function calling writes instead)."""
+    name, arguments = EXAMPLES[scenario]
+    if call_format == "openai":
+        return json.dumps({"name": name, "arguments": arguments})
+    if call_format == "bare_name":
+        call_format = "json"  # the example has arguments; the prompt adds that a bare name calls without any
+    return format_reply([(name, arguments)], call_format)["content"]
+
+
+def no_call_note(scenario: str, end_without_call: bool) -> str:
+    """What the user message says happened after a reply without a readable call."""
+    return NOTE_END if end_without_call else NOTE_TURN if scenario == "TreasureHunt" else NOTE_CONTINUE
+
+
+def system_prompt(scenario: str, max_calls: int, end_without_call: bool = False, *, call_format: str = "openai",
+                  turns: int | None = None, tools: Sequence[dict[str, Any]] | None = None,
+                  no_call_penalty: float = 0.0, **facts: Any) -> str:
+    """The system message of ``scenario`` (a key of GOALS), its numbers filled from ``facts``.
+
+    ``turns``: the replies the agent has (None: only the scenario's limit, stated in its goal);
+    ``tools``: OpenAI schemas to list in the prompt (when the server is not given them);
+    ``no_call_penalty``: the extra reward cost of a reply without a readable call.
+    """
+    if call_format not in FORMATS:
+        raise ValueError(f"unknown call format {call_format!r}; formats: {', '.join(FORMATS)}")
+    example = call_example(scenario, call_format)
+    if call_format == "openai":
+        how = ("call the tools offered to you (function calling). If your interface has no function calling, "
+               f"write each call as JSON alone in your reply, exactly like this:\n{example}\n")
+    else:
+        how = f"write each call exactly like this:\n{example}\n"
+        if call_format == "bare_name":
+            how += "A tool without arguments may be called by its name alone.\n"
+    each = ONE_TICK_EACH.get(scenario, "one tick of the world each")
+    rule = NO_CALL_END if end_without_call else NO_CALL_TURN if scenario == "TreasureHunt" else NO_CALL_CONTINUE
+    if no_call_penalty:
+        rule += f" and costs {no_call_penalty:g} reward"
+    lines = [GOALS[scenario].format(**facts), "",
+             f"How to act: {how}Several calls in one reply run one after another, {each} (at most {max_calls} "
+             f"per reply). {rule}."]
+    if turns is not None:
+        lines.append(f"You have {turns} turns (one reply each); each observation ends with [turn i/{turns}].")
+    if tools:
+        lines += ["", "Tools (OpenAI function schemas, one per line):",
+                  *(json.dumps(tool.get("function", tool), separators=(",", ":")) for tool in tools)]
+    return "\n".join(lines)

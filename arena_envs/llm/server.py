@@ -21,6 +21,18 @@ Faults for one conversation, chosen by its ``X-Arena-Episode`` header
 | `huge`      | answers a reply of 10 MB of text                                  |
 | `hang`      | never answers (until ``hang_seconds``)                            |
 | `invalid`   | the model's first reply is invalid calls (unknown tool, bad arguments), then it plays normally |
+
+The server is as strict about the request as real ones: the messages must pass
+:func:`~arena_envs.llm.validate_messages` (known roles, string content, every ``tool``
+message answering a declared call, well-formed ``tool_calls``, the ``tools`` schemas), or
+the answer is an OpenAI-style error, ``{"error": {"message", "type": "invalid_request_error",
+"param", "code"}}``, with status ``validation_status``: 400 by default, as OpenAI's API
+answers (llama-cpp-python's server answers such a request with 500: pass 500 to mirror it).
+``null_content=False`` (the default) refuses ``content: null`` even beside ``tool_calls``, as
+llama.cpp's server does ("Input should be a valid string"); OpenAI accepts it there
+(``null_content=True``). ``strict=False`` turns the checks off. ``server.requests_seen``
+keeps each accepted request's parameters other than the messages (``tools``, ``tool_choice``,
+extra body keys...), so a test can see what a client sent.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from aiohttp import web
 
 from arena_envs.llm.parsers import FORMATS, format_reply
 from arena_envs.llm.scripted import policy_for
+from arena_envs.llm.transcripts import TranscriptError, validate_messages
 
 EPISODE_HEADER = "X-Arena-Episode"
 HUGE_REPLY_CHARS = 10 * 1024 * 1024
@@ -51,8 +64,11 @@ class ScriptedModelServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, cache: bool = False,
-                 hang_seconds: float = 30.0):
+                 hang_seconds: float = 30.0, strict: bool = True, null_content: bool = False,
+                 validation_status: int = 400):
         self.host, self.port, self.cache, self.hang_seconds = host, port, cache, hang_seconds
+        self.strict, self.null_content, self.validation_status = strict, null_content, validation_status
+        self.requests_seen: list[dict[str, Any]] = []  # each accepted request without its messages
         self.faults: dict[str, str] = {}
         self.requests: Counter[str] = Counter()  # by episode id ("" when the header is missing)
         self.policy_seconds = 0.0  # time spent computing replies (not counting cached ones)
@@ -153,6 +169,14 @@ class ScriptedModelServer:
             messages, model = body["messages"], str(body.get("model", "scripted"))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             return _error(400, f"bad request: {error}", "invalid_request_error")
+        if self.strict:
+            try:
+                validate_messages(messages, body.get("tools"), null_content=self.null_content)
+            except TranscriptError as error:
+                param = "tools" if error.index is None and error.rule == "tools" else \
+                    "messages" if error.index is None else f"messages.[{error.index}]"
+                return _error(self.validation_status, str(error), "invalid_request_error", param)
+        self.requests_seen.append({key: value for key, value in body.items() if key != "messages"})
         fmt = model.removeprefix("scripted").lstrip("-") or "openai"
         if fmt not in FORMATS:
             return _error(404, f"unknown model {model!r}; models: scripted, scripted-<format> for {FORMATS}",
@@ -196,8 +220,9 @@ def _completion(model: str, message: dict[str, Any], messages: list[dict[str, An
     }
 
 
-def _error(status: int, message: str, kind: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": kind}}, status=status)
+def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": kind}},
+                             status=status)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -208,8 +233,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0: any free port")
     parser.add_argument("--cache", action="store_true", help="remember replies by conversation")
+    parser.add_argument("--lenient", action="store_true", help="accept requests whose messages are invalid")
+    parser.add_argument("--null-content", action="store_true",
+                        help="accept content null beside tool_calls (as OpenAI does; llama.cpp refuses it)")
+    parser.add_argument("--validation-status", type=int, default=400,
+                        help="HTTP status of an invalid request (400 as OpenAI; 500 as llama-cpp-python)")
     args = parser.parse_args(argv)
-    server = ScriptedModelServer(args.host, args.port, cache=args.cache).start()
+    server = ScriptedModelServer(args.host, args.port, cache=args.cache, strict=not args.lenient,
+                                 null_content=args.null_content, validation_status=args.validation_status).start()
     print(f"serving the scripted model on {server.base_url}", flush=True)
     try:
         threading.Event().wait()

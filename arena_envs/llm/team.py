@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from arena_envs.llm.chat import (
+    ChatOptions,
     ChatSession,
     ChatStep,
     Tick,
@@ -39,7 +40,6 @@ from arena_envs.llm.chat import (
     observation_text,
     universal_schemas,
 )
-from arena_envs.llm.prompts import system_prompt
 
 Controller = Callable[[Mapping[str, Mapping[str, np.ndarray]]], Mapping[str, Any]]
 
@@ -203,12 +203,12 @@ class _TeamBackend:
     def __init__(self, world: _World, agent: str):
         self.world, self.agent = world, agent
         self.tools = universal_schemas(world.params)
+        self.turn_limit = None  # the match counts ticks, not replies
 
-    def system_prompt(self, max_calls: int, end_without_call: bool) -> str:
+    def prompt_facts(self) -> dict[str, Any]:
         p = self.world.params
-        return system_prompt(self.scenario, max_calls, end_without_call, agent=self.agent,
-                             team=self.agent.split("_")[0], half=p.half_size, radius=p.capture_radius,
-                             target=p.win_score, ticks=p.max_ticks)
+        return {"agent": self.agent, "team": self.agent.split("_")[0], "half": p.half_size,
+                "radius": p.capture_radius, "target": p.win_score, "ticks": p.max_ticks}
 
     async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
         return self.world.first[self.agent], dict(self.world.info)
@@ -226,16 +226,14 @@ class TeamChat:
     ``chat_agents``: names of the agents played through chat (``blue_agent_1``...);
     ``controllers``: callables acting for (some of) the others every tick; an agent
     neither chats nor is controlled carries on (it stands still). Chat options
-    (``max_calls``, ``on_no_call``, ``wait_ticks``, ``max_turns``) are as for every chat
-    session; the rest go to ``team_capture_v0.parallel_env``.
+    (:class:`~arena_envs.llm.chat.ChatOptions`: ``max_calls``, ``on_no_call``, ``max_turns``,
+    ``call_format``...) are as for every chat session; the rest go to ``team_capture_v0.parallel_env``.
     """
 
-    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller] = (), *, max_calls: int = 8,
-                 on_no_call: str = "continue", wait_ticks: int = 0, max_turns: int | None = None,
-                 **env_kwargs: Any):
-        self.world = _World(chat_agents, controllers, **env_kwargs)
-        self.sessions = {a: ChatSession(_TeamBackend(self.world, a), max_calls=max_calls, on_no_call=on_no_call,
-                                        wait_ticks=wait_ticks, max_turns=max_turns) for a in chat_agents}
+    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller] = (), **kwargs: Any):
+        options = ChatOptions.pop(kwargs)
+        self.world = _World(chat_agents, controllers, **kwargs)
+        self.sessions = {a: ChatSession(_TeamBackend(self.world, a), options) for a in chat_agents}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def areset(self, seed: int | None = None) -> dict[str, tuple[list[dict], list[dict]]]:
