@@ -79,8 +79,8 @@ class OpenAIChatAgent(BaseAgent):
     the attempt at once with its class (:func:`classify_error`).
 
     At most ``max_in_flight`` requests are sent at once; the ``timeout`` of a request starts
-    when it is sent, not while it waits for its turn here. ``request_log`` keeps
-    ``(requests in flight when sent, latency)`` of every answered request, the measurements
+    when it is sent, not while it waits for its turn here. ``request_log`` keeps the
+    ``(sent, answered)`` times (``time.perf_counter``) of every answered request, the measurements
     :func:`~arena_envs.llm.runner.server_parallelism` reads.
 
     | argument          | meaning                                                          |
@@ -110,9 +110,8 @@ class OpenAIChatAgent(BaseAgent):
         self.model, self.max_retries, self.backoff, self.send_tools = model, max_retries, backoff, send_tools
         self.max_reply_chars = max_reply_chars
         self.sampling = sampling
-        self.request_log: list[tuple[int, float]] = []
+        self.request_log: list[tuple[float, float]] = []
         self._slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
-        self._in_flight = 0
         key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"  # local servers need none
         # The client's own timeout is only a backstop (ours, in _send, is the rule); its connection
         # pool is never the queue, as the semaphore bounds what is sent.
@@ -170,17 +169,15 @@ class OpenAIChatAgent(BaseAgent):
                     requests: list[dict[str, Any]]) -> Any:
         """One request, timed from when it is sent: the wait for a free slot here is not counted."""
         async with self._slots or contextlib.nullcontext():
-            self._in_flight += 1
-            in_flight, start = self._in_flight, time.perf_counter()
+            start = time.perf_counter()
             entry: dict[str, Any] = {"latency": None, "finish_reason": None}
             requests.append(entry)
             try:
                 async with asyncio.timeout(self.timeout):
                     completion = await self.client.chat.completions.create(**arguments, extra_headers=headers)
             finally:
-                self._in_flight -= 1
                 entry["latency"] = round(time.perf_counter() - start, 6)
-        self.request_log.append((in_flight, entry["latency"]))
+        self.request_log.append((start, start + entry["latency"]))
         return completion
 
     def _describe(self, error: BaseException, kind: str) -> str:

@@ -350,35 +350,35 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{key} {value}" for key, value in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-#: Below this median latency, queueing in the server costs little and our own process's turnaround
-#: dominates what is measured: :func:`server_parallelism` does not judge.
+#: Below this first-answer latency, the run's own turnaround (our event loop, the client's first
+#: call) weighs as much as the server's work: :func:`server_parallelism` does not judge.
 MIN_JUDGED_LATENCY = 0.2
 
 
-def server_parallelism(request_log: list[tuple[int, float]]) -> float | None:
-    """How many requests the server answers at once, estimated from ``(requests in flight when
-    sent, latency)`` pairs (``OpenAIChatAgent.request_log``); None when the log cannot tell.
+def server_parallelism(request_log: list[tuple[float, float]]) -> float | None:
+    """About how many requests the server answers at once, from ``(sent, answered)`` times of the
+    run's requests (``OpenAIChatAgent.request_log``); None when the log cannot tell.
 
-    A server with S slots answers up to S requests in the time of one, and n > S in about n/S
-    times that: latency ~ a + b*n. The time of one request alone is a + b, so S ~ (a + b) / b;
-    a server that answers one request at a time gives S ~ 1. The spread in n comes from the
-    run's start (every episode sends its first request at once) and its end (fewer in flight).
-    No judgement from fewer than 8 requests, from n varying by less than 2, from a fit that
-    explains under a third of the latencies' variance, or from a median latency under
+    Judged on the run's first burst: the m >= 3 requests sent before the first answer came back
+    (every episode sends its first request at once). A server that answers one at a time returns
+    them one service time apart, the first after one: (m - 1) * first / (last - first) ~ 1. A server
+    that answers them together returns them together: the estimate grows without bound. (In the
+    steady state that follows, latency = requests in flight / throughput either way, Little's law,
+    so it cannot tell.) None with a burst under 3 requests or a first answer under
     :data:`MIN_JUDGED_LATENCY` seconds.
     """
-    if len(request_log) < 8:
+    if not request_log:
         return None
-    counts = [float(n) for n, _ in request_log]
-    latencies = [latency for _, latency in request_log]
-    if max(counts) - min(counts) < 2 or statistics.median(latencies) < MIN_JUDGED_LATENCY:
+    first_answer = min(answered for _, answered in request_log)
+    burst = [(sent, answered) for sent, answered in request_log if sent < first_answer]
+    if len(burst) < 3:
         return None
-    slope, intercept = statistics.linear_regression(counts, latencies)
-    if slope <= 0:
-        return math.inf
-    if statistics.correlation(counts, latencies) ** 2 < 1 / 3:
+    start = min(sent for sent, _ in burst)
+    ends = sorted(answered - start for _, answered in burst)
+    if ends[0] < MIN_JUDGED_LATENCY:
         return None
-    return max(1.0, (intercept + slope) / slope)
+    spread = ends[-1] - ends[0]
+    return (len(burst) - 1) * ends[0] / spread if spread > 0 else math.inf
 
 
 def one_at_a_time_warning(concurrency: int, measured: float | None, documented: int | None) -> str | None:
@@ -387,9 +387,9 @@ def one_at_a_time_warning(concurrency: int, measured: float | None, documented: 
     if concurrency <= 1:
         return None
     if documented == 1:
-        why = "the server reports a single slot"
+        why = "the server is known to have a single slot"
     elif measured is not None and measured < 1.5:
-        why = f"measured: latency grows with the requests in flight, about {measured:.1f} answered at once"
+        why = f"measured: the first {concurrency} requests came back one by one, about {measured:.1f} at once"
     else:
         return None
     return (f"warning: the server answers one request at a time ({why}); --concurrency {concurrency} only "

@@ -21,11 +21,16 @@ Faults for one conversation, chosen by its ``X-Arena-Episode`` header
 | `huge`      | answers a reply of 10 MB of text                                  |
 | `hang`      | never answers (until ``hang_seconds``)                            |
 | `invalid`   | the model's first reply is invalid calls (unknown tool, bad arguments), then it plays normally |
+
+``slots=1`` answers one request at a time, as llama-cpp-python's server does (others wait their
+turn), and ``delay`` adds seconds of "thinking" to every answer: together, a slow single-slot
+model server for tests of concurrency advice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -51,8 +56,10 @@ class ScriptedModelServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, cache: bool = False,
-                 hang_seconds: float = 30.0):
+                 hang_seconds: float = 30.0, slots: int | None = None, delay: float = 0.0):
         self.host, self.port, self.cache, self.hang_seconds = host, port, cache, hang_seconds
+        self.slots, self.delay = slots, delay
+        self._slots: asyncio.Semaphore | None = None  # made in the server's own loop
         self.faults: dict[str, str] = {}
         self.requests: Counter[str] = Counter()  # by episode id ("" when the header is missing)
         self.policy_seconds = 0.0  # time spent computing replies (not counting cached ones)
@@ -105,7 +112,8 @@ class ScriptedModelServer:
 
     async def _start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._complete)
+        app.router.add_post("/v1/chat/completions", self._serve)
+        self._slots = asyncio.Semaphore(self.slots) if self.slots else None
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -124,6 +132,13 @@ class ScriptedModelServer:
     async def _models(self, request: web.Request) -> web.Response:
         names = ["scripted", *(f"scripted-{fmt}" for fmt in FORMATS)]
         return web.json_response({"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        """A request waits for a free slot (if slots are limited), then takes ``delay`` to answer."""
+        async with self._slots or contextlib.nullcontext():
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return await self._complete(request)
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         episode = request.headers.get(EPISODE_HEADER, "")
@@ -208,8 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0: any free port")
     parser.add_argument("--cache", action="store_true", help="remember replies by conversation")
+    parser.add_argument("--slots", type=int, default=None, help="requests answered at once (default: no limit)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each answer takes")
     args = parser.parse_args(argv)
-    server = ScriptedModelServer(args.host, args.port, cache=args.cache).start()
+    server = ScriptedModelServer(args.host, args.port, cache=args.cache, slots=args.slots, delay=args.delay).start()
     print(f"serving the scripted model on {server.base_url}", flush=True)
     try:
         threading.Event().wait()
