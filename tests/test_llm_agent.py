@@ -122,15 +122,18 @@ def test_faults_are_recorded_per_episode_and_the_others_finish(server, tmp_path)
               "45/0": "hang", "46/0": "invalid"}
     server.faults.update(faults)
     records, results = run_agent(tmp_path, HUNT, "--base-url", server.base_url, "--model", "scripted-hermes",
-                                 "--episodes", "10", "--seed", "40", "--concurrency", "10", "--timeout", "2",
+                                 "--episodes", "10", "--seed", "40", "--concurrency", "10", "--timeout", "8",
                                  "--max-retries", "2")
     by_seed = {r["seed"]: r for r in records}
     assert "500" in by_seed[40]["error"] and by_seed[40]["retries"] == 2
+    assert by_seed[40]["error_class"] == "server_error"
     assert "RateLimitError" in by_seed[41]["error"] and by_seed[41]["retries"] == 2
+    assert by_seed[41]["error_class"] == "rate_limited" and len(by_seed[41]["latencies"]) == 3
     assert by_seed[42]["error"] is None and by_seed[42]["success"] and by_seed[42]["retries"] == 1
-    assert by_seed[43]["error"] and not by_seed[43]["success"]
-    assert "too long" in by_seed[44]["error"]
-    assert "Timeout" in by_seed[45]["error"]
+    assert by_seed[43]["error"] and not by_seed[43]["success"] and by_seed[43]["error_class"] == "bad_response"
+    assert "too long" in by_seed[44]["error"] and by_seed[44]["error_class"] == "bad_response"
+    assert by_seed[45]["error_class"] == "timeout" and by_seed[45]["retries"] == 0  # a timeout is not retried
+    assert "within 8 s" in by_seed[45]["error"]
     invalid = by_seed[46]
     assert invalid["error"] is None and invalid["success"] and invalid["invalid_calls"] == {"INVALID_PARAMS": 2}
     errors = [json.loads(m["content"]) if m["content"].startswith("{") else m["content"]
@@ -139,6 +142,7 @@ def test_faults_are_recorded_per_episode_and_the_others_finish(server, tmp_path)
     for seed in (47, 48, 49):
         assert by_seed[seed]["success"] and by_seed[seed]["error"] is None
     assert results["errors"] == 5
+    assert results["error_classes"] == {"server_error": 1, "rate_limited": 1, "bad_response": 2, "timeout": 1}
     for record in records:
         validate_transcript(record["messages"])
 
@@ -159,6 +163,7 @@ def test_the_openai_agent_reads_the_key_from_the_environment(server, monkeypatch
 
     reply = asyncio.run(ask())
     assert reply.message is None and "400" in reply.error  # a 4xx is not retried
+    assert reply.error_class == "bad_request" and reply.retries == 0 and len(reply.requests) == 1
 
 
 def test_cli_refuses_bad_arguments(tmp_path):

@@ -6,9 +6,13 @@
     arena-agent arena_envs/Foraging-v0 --base-url ... --model ... --group-size 8 --wait-ticks 50
     arena-agent arena_envs/TeamCapture-v0 --base-url ... --model ... --chat-agents blue_agent_1,blue_agent_2
 
-Writes ``<out>/transcripts.jsonl`` (one episode per line: OpenAI messages and tools, reward,
-seed, scenario, group-relative advantage, parse telemetry, usage, error) and
-``<out>/results.json``, and prints the results table.
+Appends each episode to ``<out>/transcripts.jsonl`` (OpenAI messages and tools, reward, seed,
+scenario, parse telemetry, usage, timing, error and its class) and ``<out>/results.jsonl`` (the
+same without messages) the moment it ends; at the end (or on Ctrl-C / SIGTERM) writes
+``<out>/results.json`` and ``<out>/results.txt`` from what finished and prints the table.
+``--resume`` plays only the episodes not finished yet. Exit status: 0, 1 when every episode
+failed, 2 for bad arguments, 130 after SIGINT, 143 after SIGTERM.
+See docs/guide/llm-runner.md.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from arena_envs.llm.parsers import FORMATS
@@ -39,15 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=1, help="episodes per seed (GRPO groups; pass@k)")
     parser.add_argument("--seed", type=int, default=0, help="first seed; groups use seed, seed+1, ...")
     parser.add_argument("--concurrency", type=int, default=32, help="episodes in flight at once")
-    parser.add_argument("--out", default="runs/agent", help="directory for transcripts.jsonl and results.json")
+    parser.add_argument("--out", default="runs/agent",
+                        help="directory for transcripts.jsonl, results.jsonl, results.json and results.txt")
+    parser.add_argument("--resume", action="store_true",
+                        help="complete the run in --out: play only the (seed, index) pairs not finished there")
+    parser.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     parser.add_argument("--max-calls", type=int, default=8, help="tool calls run per reply")
     parser.add_argument("--max-turns", type=int, default=None, help="replies per episode before truncation")
     parser.add_argument("--wait-ticks", type=int, default=0,
                         help="2D scenarios: after a reply, keep ticking up to this many while the agent walks")
     parser.add_argument("--on-no-call", choices=("continue", "end"), default="continue",
                         help="a reply without a tool call: one tick carrying on, or the end of the episode")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per model request")
-    parser.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx, with backoff")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds per model request, counted from when it is sent (not retried)")
+    parser.add_argument("--max-retries", type=int, default=4,
+                        help="retries of connection errors, 429 and 5xx other than rejected requests, with backoff")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--no-tools", action="store_true",
@@ -109,12 +119,19 @@ def json_object(option: str, text: str | None) -> dict[str, Any] | None:
     return value
 
 
+#: Arguments that do not change what an episode plays: ``--resume`` accepts them changed.
+RUN_ONLY_ARGUMENTS = ("out", "resume", "overwrite", "quiet", "concurrency", "timeout", "max_retries", "base_url",
+                      "api_key", "episodes")
+EXIT_ALL_FAILED = 1
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number, as shells report it
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The ``arena-agent`` console script."""
-    return asyncio.run(run(argv))
+    """The ``arena-agent`` console script: SIGINT and SIGTERM stop the run, keeping what finished."""
+    return asyncio.run(run(argv, handle_signals=True))
 
 
-async def run(argv: list[str] | None = None) -> int:
+async def run(argv: list[str] | None = None, *, handle_signals: bool = False) -> int:
     """``arena-agent`` from inside a running event loop (a notebook): ``await run([...])``."""
     args = build_parser().parse_args(argv)
     if args.episodes < 1 or args.group_size < 1 or args.concurrency < 1:
@@ -124,14 +141,28 @@ async def run(argv: list[str] | None = None) -> int:
                          f"({args.group_size})")
     if args.agent == "openai" and not args.model:
         raise SystemExit("arena-agent: --model is required with --agent openai (or use --agent scripted)")
-    return await _main(args)
+    if args.resume and args.overwrite:
+        raise SystemExit("arena-agent: --resume and --overwrite exclude each other")
+    return await _main(args, handle_signals)
 
 
-async def _main(args: argparse.Namespace) -> int:
+def _say(line: str) -> None:
+    print(f"arena-agent: {line}", file=sys.stderr, flush=True)
+
+
+async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     import arena_envs  # noqa: F401  (registers the environments)
     from arena_envs.llm.agents import OpenAIChatAgent, ScriptedChatAgent
     from arena_envs.llm.chat import ChatPool
-    from arena_envs.llm.runner import results_table, run_episodes, summary, write_transcripts
+    from arena_envs.llm.runner import (
+        RunDirectory,
+        one_at_a_time_warning,
+        results_table,
+        run_episodes,
+        server_parallelism,
+        summary,
+        zero_spread_warning,
+    )
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
                "max_turns": args.max_turns, "call_format": args.format, "strict_parse": args.strict_parse,
@@ -154,6 +185,17 @@ async def _main(args: argparse.Namespace) -> int:
         except Exception as error:  # an unknown env id or a bad argument: say so, no traceback
             raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
         scenario = pool.scenario
+    config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
+    try:
+        out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"arena-agent: {error}") from None
+    per_job = len(team["chat_agents"]) if team else 1
+    seeds = range(args.seed, args.seed + args.episodes // args.group_size)
+    skip = out.finished
+    if args.resume:
+        _say(f"resuming {out.path}: {len(out.records)} episode records kept, "
+             f"{sum((s, i) not in skip for s in seeds for i in range(args.group_size))} episodes to play")
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
@@ -161,34 +203,74 @@ async def _main(args: argparse.Namespace) -> int:
                                       ("tool_choice", tool_choice(args.tool_choice)),
                                       ("extra_body", json_object("--extra-body", args.extra_body))) if v is not None}
         agent = OpenAIChatAgent(args.base_url, args.model, args.api_key, timeout=args.timeout,
-                                max_retries=args.max_retries, send_tools=not args.no_tools, **sampling)
+                                max_retries=args.max_retries, max_in_flight=args.concurrency * per_job,
+                                send_tools=not args.no_tools, **sampling)
+    documented = await agent.server_slots() if args.agent == "openai" and args.concurrency > 1 else None
+    warning = one_at_a_time_warning(args.concurrency, None, documented)
+    if warning:
+        _say(warning)
     bar = None
     if not args.quiet:
         from tqdm import tqdm
 
-        per_episode = len(team["chat_agents"]) if team else 1
-        bar = tqdm(total=args.episodes * per_episode, desc=f"{scenario} episodes", unit="ep", file=sys.stderr)
+        bar = tqdm(total=(args.episodes - len(skip)) * per_job, desc=f"{scenario} episodes", unit="ep",
+                   file=sys.stderr)
 
     def progress(record) -> None:
+        out.append(record)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(success=record.success, refresh=False)
 
-    seeds = range(args.seed, args.seed + args.episodes // args.group_size)
+    task = asyncio.ensure_future(run_episodes(pool, agent, seeds, group_size=args.group_size,
+                                              concurrency=args.concurrency, progress=progress, team=team,
+                                              skip=skip))
+    stopped: list[signal.Signals] = []
+    if handle_signals:
+        loop = asyncio.get_running_loop()
+
+        def stop(signum: signal.Signals) -> None:
+            stopped.append(signum)
+            task.cancel()  # the episodes in flight are abandoned; a second signal kills at once
+            for sig in EXIT_SIGNAL:
+                loop.remove_signal_handler(sig)
+
+        for sig in EXIT_SIGNAL:
+            loop.add_signal_handler(sig, stop, sig)
     try:
-        records = await run_episodes(pool, agent, seeds, group_size=args.group_size,
-                                     concurrency=args.concurrency, progress=progress, team=team)
+        await task
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
     finally:
+        if handle_signals and not stopped:
+            for sig in EXIT_SIGNAL:
+                asyncio.get_running_loop().remove_signal_handler(sig)
         if bar is not None:
             bar.close()
         await agent.close()
-    out = Path(args.out)
-    path = write_transcripts(records, out / "transcripts.jsonl")
+    records = out.records
     results = {"env_id": args.env_id, "agent": args.agent, "model": args.model, "format": args.format,
-               "group_size": args.group_size, **summary(records, args.group_size)}
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(results_table(records, args.group_size))
-    print(f"transcripts: {path}")
+               "group_size": args.group_size, "complete": not stopped, **summary(records, args.group_size)}
+    table = results_table(records, args.group_size)
+    out.finish(results, table, args.group_size * per_job)
+    print(table)
+    print(f"transcripts: {out.path / out.TRANSCRIPTS}")
+    for line in (zero_spread_warning(results),
+                 None if warning else one_at_a_time_warning(args.concurrency, server_parallelism(
+                     getattr(agent, "request_log", [])), None)):
+        if line:
+            _say(line)
+    if stopped:
+        name = stopped[0].name
+        _say(f"stopped by {name}: {len(records)} finished episode records kept in {out.path}; "
+             "run the same command with --resume to finish")
+        return EXIT_SIGNAL[stopped[0]]
+    failed = [r for r in records if r.error is not None]
+    if records and len(failed) == len(records):
+        _say(f"every episode failed ({len(failed)} of {len(records)}); the last error "
+             f"({failed[-1].error_class}): {failed[-1].error}")
+        return EXIT_ALL_FAILED
     return 0
 
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import statistics
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,8 @@ from arena_envs.llm.chat import ChatPool
 
 @dataclass
 class EpisodeRecord:
-    """One played episode (a line of ``transcripts.jsonl``)."""
+    """One played episode (a line of ``transcripts.jsonl``; ``results.jsonl`` has it without
+    ``messages`` and ``tools``)."""
 
     scenario: str
     seed: int
@@ -48,46 +52,107 @@ class EpisodeRecord:
     usage: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     error: str | None = None
-    advantage: float = 0.0
+    error_class: str | None = None  # one of agents.ERROR_CLASSES when ``error`` is set
+    advantage: float | None = 0.0  # None while its group is incomplete
+    model: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    finish_reasons: list[str | None] = field(default_factory=list)  # per model request
+    latencies: list[float] = field(default_factory=list)  # seconds per model request, from when it was sent
+    tokens_per_second: float | None = None  # completion tokens over the requests' time
+    wall_seconds: float = 0.0
 
     @property
     def parse_failures(self) -> int:
         return self.formats.get("none", 0)
 
+    @property
+    def key(self) -> tuple[int, int]:
+        """(seed, index within the group): what ``--resume`` recognises as played."""
+        return self.seed, self.index
+
+    def to_json(self, *, transcript: bool = True) -> dict[str, Any]:
+        line = asdict(self)
+        line["parse_failures"] = self.parse_failures
+        if not transcript:
+            del line["messages"], line["tools"]
+        return line
+
+    @classmethod
+    def from_json(cls, line: dict[str, Any]) -> EpisodeRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in line.items() if key in names})
+
+
+#: Fields that differ between two plays of the same episode only by when and how fast they ran.
+TIMING_FIELDS = ("latencies", "tokens_per_second", "wall_seconds")
+
+
+class _Tally:
+    """What an episode's replies and steps add up to, written into its record at the end."""
+
+    def __init__(self, record: EpisodeRecord, agent: Any):
+        self.record, self.start = record, time.perf_counter()
+        record.model = getattr(agent, "model", None) or getattr(agent, "name", None)
+        record.sampling = dict(getattr(agent, "sampling", {}) or {})
+        self.usage: Counter[str] = Counter()
+        self.formats: Counter[str] = Counter()
+        self.invalid: Counter[str] = Counter()
+
+    def reply(self, reply: Any) -> bool:
+        """Count a reply; False (and the error recorded) when it brought no message."""
+        record = self.record
+        self.usage.update(reply.usage)
+        record.retries += reply.retries
+        for request in getattr(reply, "requests", ()):  # failed attempts too: their finish_reason is None
+            record.latencies.append(request["latency"])
+            record.finish_reasons.append(request.get("finish_reason"))
+        if reply.message is None:
+            record.error = reply.error or "the agent gave no reply"
+            record.error_class = getattr(reply, "error_class", None) or "internal"
+            return False
+        return True
+
+    def step(self, info: dict[str, Any]) -> None:
+        self.formats[info["format"]] += 1
+        self.record.unreadable_calls += info["calls_unreadable"]
+        self.invalid.update(entry["code"] for entry in info["invalid"])
+
+    def failed(self, error: BaseException) -> None:
+        if self.record.error is None:
+            self.record.error = f"{type(error).__name__}: {error}"[-1000:]
+            self.record.error_class = "internal"
+
+    def finish(self, session: Any) -> None:
+        record = self.record
+        record.messages, record.reward = list(session.messages), session.episode_return
+        record.success = bool(session.last_info.get("success", False))
+        record.score = float(session.last_info.get("score", 0.0) or 0.0)
+        record.turns, record.steps = session.turn, session.ticks
+        record.formats, record.invalid_calls, record.usage = dict(self.formats), dict(self.invalid), dict(self.usage)
+        seconds = sum(latency for latency in record.latencies if latency)
+        completion = record.usage.get("completion_tokens", 0)
+        record.tokens_per_second = round(completion / seconds, 3) if completion and seconds else None
+        record.wall_seconds = round(time.perf_counter() - self.start, 6)
+
 
 async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, index: int = 0) -> EpisodeRecord:
     """Play one episode of ``pool``'s scenario with ``agent``; never raises for what the model does."""
     session = pool.session()
-    record = EpisodeRecord(pool.scenario, seed, group, index)
-    usage: Counter[str] = Counter()
-    formats: Counter[str] = Counter()
-    invalid: Counter[str] = Counter()
+    tally = _Tally(EpisodeRecord(pool.scenario, seed, group, index), agent)
     try:
-        messages, tools = await session.reset(seed)
-        record.tools = tools
+        _messages, tools = await session.reset(seed)
+        tally.record.tools = tools
         while not session.done:
             reply = await agent.reply(session.messages, tools, episode=f"{seed}/{index}")
-            usage.update(reply.usage)
-            record.retries += reply.retries
-            if reply.message is None:
-                record.error = reply.error or "the agent gave no reply"
+            if not tally.reply(reply):
                 break
-            step = await session.step(reply.message)
-            formats[step.info["format"]] += 1
-            record.unreadable_calls += step.info["calls_unreadable"]
-            invalid.update(entry["code"] for entry in step.info["invalid"])
+            tally.step((await session.step(reply.message)).info)
     except Exception as error:  # an episode's failure is recorded, never shared with the others
-        record.error = f"{type(error).__name__}: {error}"[:500]
+        tally.failed(error)
     finally:
-        record.messages = list(session.messages)
-        record.reward = session.episode_return
-        info = session.last_info
-        record.success = bool(info.get("success", False))
-        record.score = float(info.get("score", 0.0) or 0.0)
-        record.turns, record.steps = session.turn, session.ticks
-        record.formats, record.invalid_calls, record.usage = dict(formats), dict(invalid), dict(usage)
+        tally.finish(session)
         await session.close()
-    return record
+    return tally.record
 
 
 async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0, *,
@@ -101,50 +166,41 @@ async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0
     controllers = [scripted_team("blue"), scripted_team("red")] if others == "scripted" else []
     match = TeamChat(list(chat_agents), controllers, **options)
     names = list(match.sessions)
-    records = {name: EpisodeRecord("TeamCapture", seed, group, index, agent=name) for name in names}
-    counters = {name: (Counter(), Counter(), Counter()) for name in names}  # usage, formats, invalid
+    tallies = {name: _Tally(EpisodeRecord("TeamCapture", seed, group, index, agent=name), agent) for name in names}
     try:
         openings = await match.areset(seed)
         for name, (_messages, tools) in openings.items():
-            records[name].tools = tools
+            tallies[name].record.tools = tools
         while not match.done:
             live = [name for name in names if not match.sessions[name].done]
             replies = await asyncio.gather(*(agent.reply(match.sessions[n].messages, match.sessions[n].tools,
                                                          episode=f"{seed}/{index}/{n}") for n in live))
-            failed = [(n, r) for n, r in zip(live, replies, strict=True) if r.message is None]
-            for name, reply in zip(live, replies, strict=True):
-                counters[name][0].update(reply.usage)
-                records[name].retries += reply.retries
-            if failed:
-                for name, reply in failed:
-                    records[name].error = reply.error or "the agent gave no reply"
+            answered = [tallies[name].reply(reply) for name, reply in zip(live, replies, strict=True)]
+            if not all(answered):
                 break
             steps = await match.astep({n: r.message for n, r in zip(live, replies, strict=True)})
             for name, step in steps.items():
-                counters[name][1][step.info["format"]] += 1
-                counters[name][2].update(entry["code"] for entry in step.info["invalid"])
-                records[name].unreadable_calls += step.info["calls_unreadable"]
+                tallies[name].step(step.info)
     except Exception as error:  # the match's failure is its own
-        for record in records.values():
-            record.error = record.error or f"{type(error).__name__}: {error}"[:500]
+        for tally in tallies.values():
+            tally.failed(error)
     finally:
         match.close()
-    for name, record in records.items():
-        session = match.sessions[name]
-        record.messages, record.reward = list(session.messages), session.episode_return
-        record.success = bool(session.last_info.get("success", False))
-        record.score = float(session.last_info.get("score", 0.0) or 0.0)
-        record.turns, record.steps = session.turn, session.ticks
-        usage, formats, invalid = counters[name]
-        record.usage, record.formats, record.invalid_calls = dict(usage), dict(formats), dict(invalid)
-    return list(records.values())
+    for name, tally in tallies.items():
+        tally.finish(match.sessions[name])
+    return [tally.record for tally in tallies.values()]
 
 
 async def run_episodes(pool: ChatPool | None, agent: Any, seeds: Iterable[int], *, group_size: int = 1,
                        concurrency: int = 32, progress: Callable[[EpisodeRecord], None] | None = None,
-                       team: dict[str, Any] | None = None) -> list[EpisodeRecord]:
+                       team: dict[str, Any] | None = None,
+                       skip: Collection[tuple[int, int]] = ()) -> list[EpisodeRecord]:
     """Every seed played ``group_size`` times, at most ``concurrency`` episodes at once; records in
     (seed, index) order, with group-relative advantages.
+
+    ``progress`` is called with each record the moment its episode ends (the place to write it
+    down: if the run is cancelled, the episodes in flight are abandoned and only those records
+    exist). ``skip``: (seed, index) pairs not to play, already played by an earlier run.
 
     ``pool`` gives the sessions of a single-agent scenario; for Team Capture pass ``pool=None``
     and ``team`` (the keywords of :func:`run_team_episode`): each match gives one record per chat agent.
@@ -153,7 +209,9 @@ async def run_episodes(pool: ChatPool | None, agent: Any, seeds: Iterable[int], 
         raise ValueError("group_size and concurrency must be at least 1")
     if (pool is None) == (team is None):
         raise ValueError("give either a ChatPool or the team options")
-    jobs = [(seed, group, index) for group, seed in enumerate(seeds) for index in range(group_size)]
+    skip = set(skip)
+    jobs = [(seed, group, index) for group, seed in enumerate(seeds) for index in range(group_size)
+            if (seed, index) not in skip]
     limit = asyncio.Semaphore(concurrency)
 
     async def one(seed: int, group: int, index: int) -> list[EpisodeRecord]:
@@ -172,17 +230,26 @@ async def run_episodes(pool: ChatPool | None, agent: Any, seeds: Iterable[int], 
     return records
 
 
-def add_advantages(records: list[EpisodeRecord]) -> None:
-    """Group-relative advantages, as GRPO uses them: (return - group mean) / group std (0 if flat)."""
-    groups: dict[int, list[EpisodeRecord]] = {}
-    for record in records:
-        groups.setdefault(record.group, []).append(record)
-    for members in groups.values():
+def add_advantages(records: list[EpisodeRecord], group_members: int | None = None) -> None:
+    """Group-relative advantages, as GRPO uses them: (return - group mean) / group std (0 if flat).
+    With ``group_members``, a group with fewer records (a run stopped halfway) gets None."""
+    for members in _groups(records).values():
+        if group_members is not None and len(members) < group_members:
+            for member in members:
+                member.advantage = None
+            continue
         rewards = [m.reward for m in members]
         mean = sum(rewards) / len(rewards)
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
         for member in members:
             member.advantage = (member.reward - mean) / std if std > 1e-8 else 0.0
+
+
+def _groups(records: Iterable[EpisodeRecord]) -> dict[int, list[EpisodeRecord]]:
+    groups: dict[int, list[EpisodeRecord]] = {}
+    for record in records:
+        groups.setdefault(record.group, []).append(record)
+    return groups
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -200,10 +267,13 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
     formats: Counter[str] = Counter()
     invalid: Counter[str] = Counter()
     usage: Counter[str] = Counter()
+    finish: Counter[str] = Counter()
     for record in records:
         formats.update(record.formats)
         invalid.update(record.invalid_calls)
         usage.update(record.usage)
+        finish.update(str(reason) for reason in record.finish_reasons)
+    latencies = sorted(latency for record in records for latency in record.latencies if latency is not None)
     out: dict[str, Any] = {
         "episodes": n,
         "success": sum(r.success for r in records) / n,
@@ -212,20 +282,38 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
         "steps": sum(r.steps for r in records) / n,
         "turns": sum(r.turns for r in records) / n,
         "errors": sum(r.error is not None for r in records),
+        "error_classes": dict(Counter(r.error_class or "internal" for r in records if r.error is not None)),
         "parse_failures": formats.get("none", 0),
         "turns_by_format": dict(formats),
         "unreadable_calls": sum(r.unreadable_calls for r in records),
         "invalid_calls": dict(invalid),
         "tokens": dict(usage),
+        "finish_reasons": dict(finish),
+        "requests": len(latencies),
+        "latency_median": statistics.median(latencies) if latencies else None,
+        "latency_p95": latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else None,
+        "tokens_per_second": (round(usage["completion_tokens"] / sum(latencies), 3)
+                              if usage.get("completion_tokens") and sum(latencies) else None),
+        "wall_seconds_per_episode": sum(r.wall_seconds for r in records) / n,
         "retries": sum(r.retries for r in records),
     }
     if group_size > 1:
-        groups: dict[int, list[bool]] = {}
-        for record in records:
-            groups.setdefault(record.group, []).append(record.success)
+        groups = _groups(records)
         for k in sorted({1, group_size}):
-            out[f"pass@{k}"] = sum(pass_at_k(len(g), sum(g), k) for g in groups.values()) / len(groups)
+            passed = (pass_at_k(len(g), sum(m.success for m in g), k) for g in groups.values())
+            out[f"pass@{k}"] = sum(passed) / len(groups)
+        flat = sum(max(m.reward for m in g) - min(m.reward for m in g) <= 1e-8 for g in groups.values())
+        out["groups"], out["zero_spread_groups"] = len(groups), flat / len(groups)
     return out
+
+
+def zero_spread_warning(summary_: dict[str, Any]) -> str | None:
+    """One line when no GRPO group has any reward spread (every advantage 0: nothing to learn from)."""
+    if summary_.get("groups") and summary_.get("zero_spread_groups") == 1.0:
+        return (f"warning: all {summary_['groups']} groups have zero reward spread: every advantage is 0, "
+                "so a GRPO step on them learns nothing (more episodes per group, a higher temperature, "
+                "or a reward that separates the tries)")
+    return None
 
 
 def results_table(records: list[EpisodeRecord], group_size: int = 1) -> str:
@@ -236,16 +324,24 @@ def results_table(records: list[EpisodeRecord], group_size: int = 1) -> str:
     rows = [("episodes", str(s["episodes"])), ("success", f"{s['success']:.1%}"), ("score", f"{s['score']:.2f}"),
             ("return", f"{s['return']:.3f}"), ("steps", f"{s['steps']:.1f}"), ("turns", f"{s['turns']:.1f}")]
     rows += [(key, f"{s[key]:.1%}") for key in s if key.startswith("pass@")]
+    if "groups" in s:
+        rows.append(("zero-spread groups", f"{s['zero_spread_groups']:.1%} of {s['groups']}"))
     rows += [("turns by format", _counts(s["turns_by_format"])),
              ("parse failures", str(s["parse_failures"])),
              ("unreadable calls", str(s["unreadable_calls"])),
              ("invalid calls", _counts(s["invalid_calls"]) or "0"),
              ("tokens", _counts(s["tokens"]) or "not reported"),
+             ("finish reasons", _counts(s["finish_reasons"]) or "none"),
+             ("requests", str(s["requests"]))]
+    if s["latency_median"] is not None:
+        rows.append(("latency", f"median {s['latency_median']:.3f} s, p95 {s['latency_p95']:.3f} s"))
+    if s["tokens_per_second"] is not None:
+        rows.append(("tokens/s", f"{s['tokens_per_second']:.1f} (completion tokens per request second)"))
+    rows += [("time per episode", f"{s['wall_seconds_per_episode']:.2f} s"),
              ("retries", str(s["retries"])),
              ("errors", str(s["errors"]))]
-    errors = Counter(r.error.split(":")[0] for r in records if r.error)
-    if errors:
-        rows.append(("errors by kind", _counts(dict(errors))))
+    if s["error_classes"]:
+        rows.append(("errors by class", _counts(s["error_classes"])))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
@@ -254,13 +350,137 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{key} {value}" for key, value in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+#: Below this first-answer latency, the run's own turnaround (our event loop, the client's first
+#: call) weighs as much as the server's work: :func:`server_parallelism` does not judge.
+MIN_JUDGED_LATENCY = 0.2
+
+
+def server_parallelism(request_log: list[tuple[float, float]]) -> float | None:
+    """About how many requests the server answers at once, from ``(sent, answered)`` times of the
+    run's requests (``OpenAIChatAgent.request_log``); None when the log cannot tell.
+
+    Judged on the run's first burst: the m >= 3 requests sent before the first answer came back
+    (every episode sends its first request at once). A server that answers one at a time returns
+    them one service time apart, the first after one: (m - 1) * first / (last - first) ~ 1. A server
+    that answers them together returns them together: the estimate grows without bound. (In the
+    steady state that follows, latency = requests in flight / throughput either way, Little's law,
+    so it cannot tell.) None with a burst under 3 requests or a first answer under
+    :data:`MIN_JUDGED_LATENCY` seconds.
+    """
+    if not request_log:
+        return None
+    first_answer = min(answered for _, answered in request_log)
+    burst = [(sent, answered) for sent, answered in request_log if sent < first_answer]
+    if len(burst) < 3:
+        return None
+    start = min(sent for sent, _ in burst)
+    ends = sorted(answered - start for _, answered in burst)
+    if ends[0] < MIN_JUDGED_LATENCY:
+        return None
+    spread = ends[-1] - ends[0]
+    return (len(burst) - 1) * ends[0] / spread if spread > 0 else math.inf
+
+
+def one_at_a_time_warning(concurrency: int, measured: float | None, documented: int | None) -> str | None:
+    """One line when ``concurrency`` > 1 meets a server that answers one request at a time
+    (measured by :func:`server_parallelism` below 1.5, or documented as one slot)."""
+    if concurrency <= 1:
+        return None
+    if documented == 1:
+        why = "the server is known to have a single slot"
+    elif measured is not None and measured < 1.5:
+        why = f"measured: the first {concurrency} requests came back one by one, about {measured:.1f} at once"
+    else:
+        return None
+    return (f"warning: the server answers one request at a time ({why}); --concurrency {concurrency} only "
+            "queues requests in it. Use --concurrency 1, or start the server with more parallel slots "
+            "(llama.cpp's llama-server: --parallel N)")
+
+
+class RunDirectory:
+    """An ``arena-agent`` output directory: records appended the moment episodes end, a summary at the end.
+
+    ``transcripts.jsonl`` holds whole records, ``results.jsonl`` the same without messages and
+    tools; each line is written in one piece and flushed. ``run.json`` is the run's
+    configuration; ``resume=True`` reopens a directory of the same configuration, keeps its
+    finished episodes (those ended by an error a later try may not meet, :data:`RERUN_CLASSES`,
+    are dropped and played again) and a torn last line, if a killed process left one.
+    ``finish`` rewrites both files in (group, index) order with group advantages and writes
+    ``results.json`` (the summary) and ``results.txt`` (the table).
+    """
+
+    TRANSCRIPTS, RESULTS, CONFIG = "transcripts.jsonl", "results.jsonl", "run.json"
+    SUMMARY, TABLE = "results.json", "results.txt"
+    #: Error classes of episodes that ``resume`` plays again: the server was away, slow or failing.
+    RERUN_CLASSES = frozenset({"connection", "timeout", "rate_limited", "server_error"})
+
+    def __init__(self, path: str | Path, config: dict[str, Any], *, resume: bool = False, overwrite: bool = False):
+        self.path, self.config = Path(path), config
+        self.path.mkdir(parents=True, exist_ok=True)
+        transcripts, saved = self.path / self.TRANSCRIPTS, self.path / self.CONFIG
+        self.records: list[EpisodeRecord] = []
+        if resume and saved.exists():
+            before = json.loads(saved.read_text())
+            changed = sorted(k for k in set(before) | set(config) if before.get(k) != config.get(k))
+            if changed:
+                raise ValueError(f"{self.path} holds a run with other settings ({', '.join(changed)}); "
+                                 "resume it with the same arguments, or use another --out")
+            self.records = [r for r in self._read(transcripts) if r.error_class not in self.RERUN_CLASSES]
+        elif transcripts.exists() and transcripts.stat().st_size and not overwrite:
+            raise ValueError(f"{self.path} already holds a run; --resume completes it, --overwrite replaces it")
+        self._rewrite(self.records)
+        saved.write_text(json.dumps(config, indent=2) + "\n")
+        self._files = [(transcripts.open("a", encoding="utf-8"), True),
+                       ((self.path / self.RESULTS).open("a", encoding="utf-8"), False)]
+
+    @property
+    def finished(self) -> set[tuple[int, int]]:
+        return {record.key for record in self.records}
+
+    def append(self, record: EpisodeRecord) -> None:
+        """Write one finished episode down now (one ``write`` of a whole line per file, flushed)."""
+        self.records.append(record)
+        for file, transcript in self._files:
+            file.write(json.dumps(record.to_json(transcript=transcript)) + "\n")  # ASCII: no torn UTF-8
+            file.flush()
+
+    def finish(self, summary_: dict[str, Any], table: str, group_members: int) -> None:
+        """Close the appends; the files rewritten in order with advantages, the summary and table written."""
+        for file, _ in self._files:
+            file.close()
+        add_advantages(self.records, group_members)
+        self.records.sort(key=lambda r: (r.group, r.index, r.agent or ""))
+        self._rewrite(self.records)
+        _replace(self.path / self.SUMMARY, json.dumps(summary_, indent=2) + "\n")
+        _replace(self.path / self.TABLE, table + "\n")
+
+    def _rewrite(self, records: list[EpisodeRecord]) -> None:
+        for name, transcript in ((self.TRANSCRIPTS, True), (self.RESULTS, False)):
+            _replace(self.path / name, "".join(json.dumps(r.to_json(transcript=transcript)) + "\n" for r in records))
+
+    @staticmethod
+    def _read(path: Path) -> list[EpisodeRecord]:
+        if not path.exists():
+            return []
+        records = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(EpisodeRecord.from_json(json.loads(line)))
+            except (ValueError, TypeError):  # a line torn by a killed process: that episode is played again
+                continue
+        return records
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a reader (or a kill) sees the old file or the new one."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
 def write_transcripts(records: list[EpisodeRecord], path: str | Path) -> Path:
     """One JSON line per episode: the OpenAI messages and tools plus reward, seed, scenario, advantage..."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for record in records:
-            line = asdict(record)
-            line["parse_failures"] = record.parse_failures
-            out.write(json.dumps(line) + "\n")  # ASCII escapes: lone surrogates cannot break the file
+    _replace(path, "".join(json.dumps(record.to_json()) + "\n" for record in records))
     return path

@@ -33,11 +33,15 @@ llama.cpp's server does ("Input should be a valid string"); OpenAI accepts it th
 (``null_content=True``). ``strict=False`` turns the checks off. ``server.requests_seen``
 keeps each accepted request's parameters other than the messages (``tools``, ``tool_choice``,
 extra body keys...), so a test can see what a client sent.
+``slots=1`` answers one request at a time, as llama-cpp-python's server does (others wait their
+turn), and ``delay`` adds seconds of "thinking" to every answer: together, a slow single-slot
+model server for tests of concurrency advice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -65,10 +69,12 @@ class ScriptedModelServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, cache: bool = False,
                  hang_seconds: float = 30.0, strict: bool = True, null_content: bool = False,
-                 validation_status: int = 400):
+                 validation_status: int = 400, slots: int | None = None, delay: float = 0.0):
         self.host, self.port, self.cache, self.hang_seconds = host, port, cache, hang_seconds
         self.strict, self.null_content, self.validation_status = strict, null_content, validation_status
         self.requests_seen: list[dict[str, Any]] = []  # each accepted request without its messages
+        self.slots, self.delay = slots, delay
+        self._slots: asyncio.Semaphore | None = None  # made in the server's own loop
         self.faults: dict[str, str] = {}
         self.requests: Counter[str] = Counter()  # by episode id ("" when the header is missing)
         self.policy_seconds = 0.0  # time spent computing replies (not counting cached ones)
@@ -121,7 +127,8 @@ class ScriptedModelServer:
 
     async def _start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._complete)
+        app.router.add_post("/v1/chat/completions", self._serve)
+        self._slots = asyncio.Semaphore(self.slots) if self.slots else None
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -140,6 +147,13 @@ class ScriptedModelServer:
     async def _models(self, request: web.Request) -> web.Response:
         names = ["scripted", *(f"scripted-{fmt}" for fmt in FORMATS)]
         return web.json_response({"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        """A request waits for a free slot (if slots are limited), then takes ``delay`` to answer."""
+        async with self._slots or contextlib.nullcontext():
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return await self._complete(request)
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         episode = request.headers.get(EPISODE_HEADER, "")
@@ -238,9 +252,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="accept content null beside tool_calls (as OpenAI does; llama.cpp refuses it)")
     parser.add_argument("--validation-status", type=int, default=400,
                         help="HTTP status of an invalid request (400 as OpenAI; 500 as llama-cpp-python)")
+    parser.add_argument("--slots", type=int, default=None, help="requests answered at once (default: no limit)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each answer takes")
     args = parser.parse_args(argv)
     server = ScriptedModelServer(args.host, args.port, cache=args.cache, strict=not args.lenient,
-                                 null_content=args.null_content, validation_status=args.validation_status).start()
+                                 null_content=args.null_content, validation_status=args.validation_status,
+                                 slots=args.slots, delay=args.delay).start()
     print(f"serving the scripted model on {server.base_url}", flush=True)
     try:
         threading.Event().wait()
