@@ -36,7 +36,6 @@ length-prefixed frames, and stdout is only ever output, so nothing printed can p
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import select
@@ -57,7 +56,7 @@ from .sandbox_jail import (
     start_docker,
     start_unsafe,
 )
-from .sandbox_worker import HEADER, MAGIC, MAX_FRAME, write_frame
+from .sandbox_worker import frame, write_all
 
 __all__ = ["PythonSandboxEnv", "SandboxUnavailable"]
 
@@ -158,7 +157,7 @@ class PythonSandboxEnv:
         jail = self._start()
         self._seq += 1
         try:
-            write_frame(jail.requests, {"seq": self._seq, "code": code})
+            write_all(jail.requests, frame(self._seq, code.encode("utf-8", "surrogatepass")))
         except OSError:  # the jail ended since the last step (its worker died): see why below
             pass
         output = _Output(self.max_output)
@@ -203,22 +202,14 @@ class PythonSandboxEnv:
                     return outcome
 
     def _parse(self, reply: bytearray) -> str | None:
-        """"ok" for the reply to the current request, "protocol" for anything that is not a frame
-        or answers another request, None while the frame is incomplete."""
-        if reply[:len(MAGIC)] != MAGIC[:len(reply)]:
+        """"ok" for the reply to the current request, "protocol" for anything that is not that
+        (more, or a frame for another request), None while the frame is incomplete."""
+        expected = frame(self._seq)
+        if reply[:len(expected)] != expected[:len(reply)]:
             return "protocol"
-        if len(reply) < HEADER:
+        if len(reply) < len(expected):
             return None
-        size = int.from_bytes(reply[len(MAGIC):HEADER], "big")
-        if size > MAX_FRAME:
-            return "protocol"
-        if len(reply) < HEADER + size:
-            return None
-        try:
-            seq = json.loads(bytes(reply[HEADER:HEADER + size]))["seq"]
-        except (ValueError, TypeError, KeyError):
-            return "protocol"
-        return "ok" if seq == self._seq and len(reply) == HEADER + size else "protocol"
+        return "ok" if len(reply) == len(expected) else "protocol"
 
 
 class _Output:

@@ -179,8 +179,9 @@ def bwrap_argv(limits: Limits, fd_in: int, fd_out: int) -> list[str]:
     executable, mounts, site_dirs = interpreter_mounts()
     argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--uid", "1000", "--gid", "1000",
             "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
-    for path in ("/work", "/tmp"):  # first: a host directory bound below stays visible inside them
+    for path in ("/work", "/tmp", "/dev/shm"):  # first: a host directory bound below stays visible inside them
         argv += ["--size", str(limits.disk), "--perms", "1777", "--tmpfs", path]
+    argv += ["--remount-ro", "/dev"]  # bwrap's /dev is a tmpfs without a size: its device nodes only
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks, or real directories
         host = f"/{name}"
         if os.path.islink(host):
@@ -334,4 +335,5 @@ def pick_backend(backend: str | None) -> str:
         if found[name] is None:
             return name
     reasons = "; ".join(f"{name}: {why}" for name, why in found.items())
-    raise SandboxUnavailable(f"no OS sandbox to run the code in ({reasons}). To fix: {INSTALL_HINT}")
+    what = f"the {backend} sandbox cannot run here" if backend else "no OS sandbox to run the code in"
+    raise SandboxUnavailable(f"{what} ({reasons}). To fix: {INSTALL_HINT}")

@@ -10,9 +10,10 @@ so it runs on any Python 3 the jail has. It
    lands on fd 1, which the parent reads as the step's output and never as a reply;
 2. limits itself with rlimits (address space, processes, file size, no core dumps), which
    its children inherit;
-3. reads requests ``{"seq": n, "code": "..."}`` and runs each in one ``__main__`` namespace
-   kept from step to step, with the full language and the standard library; after each it
-   answers ``{"seq": n}``. A frame is ``MAGIC``, a 4-byte big-endian length, then JSON.
+3. reads requests and runs each in one ``__main__`` module kept from step to step, with
+   the full language and the standard library; after each it answers with the request's
+   number. A frame is ``MAGIC``, the body's length (4 bytes),
+   the request's number (8 bytes), then, in a request, the code in UTF-8 (see :func:`frame`).
 
 There is no restriction of the language here: the sandbox is the jail around this process.
 When the request channel closes (the parent is gone), the process exits.
@@ -22,37 +23,42 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import traceback
+import types
 
 MAGIC = b"ASBX"
-HEADER = len(MAGIC) + 4
+HEADER = len(MAGIC) + 4  # then the body's length, 4 bytes big-endian
+SEQ = 8  # a body starts with the request's number, 8 bytes big-endian
 MAX_FRAME = 64 * 2**20
 
 
-def read_frame(fd: int) -> dict | None:
-    """The next frame on ``fd`` as a dict, or None when the other side closed it."""
-    header = _read_exactly(fd, HEADER)
-    if header is None or header[:4] != MAGIC:
+def frame(seq: int, payload: bytes = b"") -> bytes:
+    """A request (``payload`` is the code, UTF-8) or a reply (no payload) to request ``seq``."""
+    return MAGIC + (SEQ + len(payload)).to_bytes(4, "big") + seq.to_bytes(SEQ, "big") + payload
+
+
+def read_frame(fd: int, read=os.read) -> tuple[int, bytes] | None:
+    """``(seq, payload)`` of the next frame on ``fd``, or None when the other side closed it.
+    (Its tools are bound once, so code that patches ``os`` cannot break the channel.)"""
+    header = _read_exactly(fd, HEADER, read)
+    if header is None or header[:len(MAGIC)] != MAGIC:
         return None
-    size = int.from_bytes(header[4:], "big")
-    body = _read_exactly(fd, size) if size <= MAX_FRAME else None
-    return None if body is None else json.loads(body)
+    size = int.from_bytes(header[len(MAGIC):], "big")
+    body = _read_exactly(fd, size, read) if SEQ <= size <= MAX_FRAME else None
+    return None if body is None else (int.from_bytes(body[:SEQ], "big"), body[SEQ:])
 
 
-def write_frame(fd: int, message: dict) -> None:
-    body = json.dumps(message).encode()
-    data = MAGIC + len(body).to_bytes(4, "big") + body
+def write_all(fd: int, data: bytes, write=os.write) -> None:
     while data:
-        data = data[os.write(fd, data):]
+        data = data[write(fd, data):]
 
 
-def _read_exactly(fd: int, size: int) -> bytes | None:
+def _read_exactly(fd: int, size: int, read) -> bytes | None:
     data = bytearray()
     while len(data) < size:
-        chunk = os.read(fd, size - len(data))
+        chunk = read(fd, size - len(data))
         if not chunk:
             return None
         data += chunk
@@ -97,13 +103,17 @@ def main() -> None:
     sys.path.extend(args.site)
     sys.argv = [""]
     _limit(args.memory, args.processes, args.file_size)
-    namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+    main_module = types.ModuleType("__main__")  # the code's own module: pickle, import __main__ see it
+    main_module.__builtins__ = __builtins__
+    sys.modules["__main__"] = main_module
+    namespace, exit_now = main_module.__dict__, os._exit
     while True:
         request = read_frame(requests)
         if request is None:  # the parent closed the channel or died: nothing more to do
-            os._exit(0)
+            exit_now(0)
+        seq, code = request
         try:
-            exec(compile(request["code"], "<sandbox>", "exec"), namespace)  # noqa: S102 - the jail is the boundary
+            exec(compile(code.decode("utf-8", "surrogatepass"), "<sandbox>", "exec"), namespace)  # noqa: S102 - the jail is the boundary
         except BaseException as error:  # the code's own error (SystemExit too), reported like Python does
             try:
                 sys.stdout.flush()
@@ -115,7 +125,7 @@ def main() -> None:
             sys.stderr.flush()
         except BaseException:
             pass
-        write_frame(replies, {"seq": request["seq"]})
+        write_all(replies, frame(seq))
 
 
 if __name__ == "__main__":
