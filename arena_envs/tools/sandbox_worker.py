@@ -21,11 +21,9 @@ When the request channel closes (the parent is gone), the process exits.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
-import traceback
 import types
 
 MAGIC = b"ASBX"
@@ -76,33 +74,31 @@ def _limit(memory: int, processes: int, file_size: int) -> None:
 
 def _traceback(error: BaseException) -> str:
     """The traceback of an error in the code, its own frames only (this file's are noise)."""
+    import traceback  # here, not at the start: it imports re and more, a cost to every jail's start
+
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
     head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
     return "".join(head + traceback.format_exception_only(type(error), error))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--in", dest="fd_in", type=int, required=True)
-    parser.add_argument("--out", dest="fd_out", type=int, required=True)
-    parser.add_argument("--memory", type=int, default=-1)
-    parser.add_argument("--processes", type=int, default=-1)
-    parser.add_argument("--file-size", type=int, default=-1)
-    parser.add_argument("--site", action="append", default=[])
-    args = parser.parse_args()
-    requests, replies = os.dup(args.fd_in), os.dup(args.fd_out)  # not inheritable: children never get them
+    options: dict[str, list[str]] = {}  # argparse would cost the start of every jail (it imports re)
+    for flag, value in zip(sys.argv[1::2], sys.argv[2::2], strict=True):
+        options.setdefault(flag.removeprefix("--"), []).append(value)
+    fd_in, fd_out = int(options["in"][0]), int(options["out"][0])
+    requests, replies = os.dup(fd_in), os.dup(fd_out)  # not inheritable: children never get them
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(1, 2)
-    for fd in {args.fd_in, args.fd_out, devnull} - {0, 1, 2}:
+    for fd in {fd_in, fd_out, devnull} - {0, 1, 2}:
         os.close(fd)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the code's stdin for its whole life
     # unbuffered, on one descriptor: print, os.write(1, ...) and children's output stay in order
     sys.stdout = sys.stderr = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
                                                errors="backslashreplace", write_through=True)
-    sys.path.extend(args.site)
+    sys.path.extend(options.get("site", []))
     sys.argv = [""]
-    _limit(args.memory, args.processes, args.file_size)
+    _limit(*(int(options.get(name, ["-1"])[0]) for name in ("memory", "processes", "file-size")))
     main_module = types.ModuleType("__main__")  # the code's own module: pickle, import __main__ see it
     main_module.__builtins__ = __builtins__
     sys.modules["__main__"] = main_module
