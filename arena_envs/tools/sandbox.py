@@ -14,7 +14,7 @@ The environment class of the tool-system seed's ``code_interpreter``::
 =============  ==========================================================================
 step(code)     runs ``code`` (a string) in the session; returns everything it printed on
                stdout and stderr (its child processes' too), a traceback for an error
-reset()        ends the jail: the next step starts a fresh process in a fresh jail
+reset()        ends the jail and starts a fresh process in a fresh jail for the next step
 time limit     ``time_limit`` s per step (default 5, ``inf`` for none): the jail is killed,
                the step returns ``TimeoutError: ...`` and the session's variables are lost
 memory limit   ``memory_limit`` bytes of address space per process (default 256 MiB):
@@ -114,9 +114,12 @@ class PythonSandboxEnv:
             return self._request(code)
 
     def reset(self) -> None:
-        """End the jail and everything in it: the next step starts a fresh process in a fresh jail."""
+        """End the jail and everything in it, and start a fresh process in a fresh jail for the
+        next step (started now, so that it is ready by then: no code has run in it)."""
         with self._lock:
             self._kill()
+            if not self._closed:
+                self._start()
 
     def close(self) -> None:
         """End the jail; the env cannot run code any more."""

@@ -9,7 +9,8 @@ Three ways to run a model's Python, measured in one run:
 * ``subprocess``: a new ``python -c CODE`` per call (no state kept between calls), what
   one would write without a sandbox class.
 
-Rows: the cold start of an id (its first call, the jail made for it, then released), and
+Rows: the cold start of an id (its first call, right after the last id's release, and
+``GAP`` s after it, when the jail started at the release is ready), and
 with 16 ids calling at once through a :class:`~arena_envs.tools.resource_pool.ResourcePool`,
 calls/s and the p50 and p99 latency of a call.
 """
@@ -30,7 +31,8 @@ from .sandbox import PythonSandboxEnv
 from .sandbox_jail import UNSAFE
 
 IDS = 16
-CODE = "total = globals().get('total', 0) + sum(range(100))\nprint(total)"
+GAP = 0.2  # s between a release and the next id's first call (a model thinking)
+CODE = "try:\n    total += sum(range(100))\nexcept NameError:\n    total = 0\nprint(total)"  # state kept, or not
 Row = tuple[str, float, str]
 
 
@@ -79,10 +81,12 @@ def _cold_starts(first_call: Callable[[], object], seconds: float,
     return np.array(times)
 
 
-def _sandbox_cold_starts(make: Callable[[], PythonSandboxEnv], seconds: float) -> np.ndarray:
+def _sandbox_cold_starts(make: Callable[[], PythonSandboxEnv], seconds: float, gap: float = 0.0) -> np.ndarray:
+    """The first calls of new ids, each ``gap`` s after the last id's release (``reset``, which
+    ends its jail and starts the next one)."""
     env = make()
     try:
-        return _cold_starts(lambda: env.run(CODE), seconds, between=env.reset)  # reset: the last id's jail goes
+        return _cold_starts(lambda: env.run(CODE), seconds, between=lambda: (env.reset(), time.sleep(gap)))
     finally:
         env.close()
 
@@ -106,6 +110,9 @@ def bench_rows(seconds: float) -> list[Row]:
     for label, make in (("bwrap jail", _sandbox("bwrap")), ("no jail", _sandbox(UNSAFE))):
         cold = _sandbox_cold_starts(make, third)
         rows.append((f"Sandbox cold start of an id: {label}, p50", 1e6 * np.median(cold), "us"))
+        cold = _sandbox_cold_starts(make, third, gap=GAP)
+        rows.append((f"Sandbox cold start of an id {GAP:g} s after a release: {label}, p50", 1e6 * np.median(cold),
+                     "us"))
         rate, latency = _pool_calls(make, third)
         rows += [(f"Sandbox calls, {IDS} ids: {label}", rate, "calls/s"),
                  (f"Sandbox calls, {IDS} ids: {label}, p50", 1e6 * np.percentile(latency, 50), "us"),
