@@ -192,3 +192,18 @@ def test_the_arena_bench_rows_are_all_measured():
     for label in ("bwrap jail", "no jail", "subprocess per call"):
         assert rows[f"Sandbox calls, 16 ids: {label}"][1] == "calls/s"
         assert rows[f"Sandbox calls, 16 ids: {label}, p50"][0] <= rows[f"Sandbox calls, 16 ids: {label}, p99"][0]
+
+
+def test_the_python_blocks_of_the_sandbox_guide_run_and_print_what_they_say():
+    import subprocess
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "sandbox.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    outputs = [subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120)
+               for block in blocks]
+    assert [o.returncode for o in outputs] == [0, 0], [o.stderr for o in outputs]
+    assert outputs[0].stdout.startswith("45\n\nTraceback") and "NameError: name 'x' is not defined" in outputs[0].stdout
+    first, second = outputs[1].stdout.split("\n", 1)
+    assert first.startswith("/work [") and "'etc'" not in first
+    assert "FileNotFoundError: [Errno 2] No such file or directory: '/etc/passwd'" in second
