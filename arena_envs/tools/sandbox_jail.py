@@ -40,7 +40,8 @@ UNSAFE = "unsafe-no-isolation"
 BACKENDS = ("bwrap", "docker", UNSAFE)
 INSTALL_HINT = ("install bubblewrap (`apt-get install bubblewrap`) or start a Docker daemon; "
                 f"or, for code you trust, pass backend={UNSAFE!r}")
-ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "USER": "sandbox", "LOGNAME": "sandbox",
+               "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
 
@@ -66,26 +67,30 @@ class Limits:
 
 
 class Jail:
-    """One running jail: its process (stdout = the code's output) and how to end it."""
+    """One running jail: its process (stdout = the code's output) and how to end it.
 
-    def __init__(self, process: subprocess.Popen[bytes], requests: int, replies: int, stop: Callable[[], None]) -> None:
-        self.process, self.requests, self.replies, self._stop = process, requests, replies, stop
+    ``process`` is bwrap (or docker's client, or the worker itself without a jail), leader of
+    its own process group; ``stop`` ends what killing that group does not (a cgroup, a
+    container)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], requests: int, replies: int, stop: Callable[[], None],
+                 pid_namespace: bool) -> None:
+        self.process, self.requests, self.replies = process, requests, replies
+        self._stop, self._pid_namespace = stop, pid_namespace
 
     def kill(self) -> None:
         """Kill every process of the jail and wait until they are gone."""
-        # bwrap's child is the init of the jail's pid namespace: when it dies the kernel kills
-        # every process of the namespace, and bwrap, its parent, reaps it and exits (killing
-        # bwrap first would leave that init to whoever reaps orphans here, maybe nobody)
-        inner = _children(self.process.pid)
-        for pid in inner:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            self.process.wait(timeout=5 if inner else 0)
-        except subprocess.TimeoutExpired:
-            pass
+        if self._pid_namespace:
+            # bwrap's child is the init of the jail's pid namespace: when it dies the kernel
+            # kills every process of the namespace, then bwrap, its parent, reaps it and exits
+            # (killing bwrap first would leave that init to whoever reaps orphans here)
+            for pid in _children(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # our side of the jail: bwrap or docker's client
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self._stop()
         for fd in (self.requests, self.replies):
@@ -101,8 +106,8 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _spawn(argv: list[str], fds: tuple[int, int], child_fds: tuple[int, ...], docker: bool,
-           stop: Callable[[], None]) -> Jail:
+def _spawn(argv: list[str], fds: tuple[int, int], child_fds: tuple[int, ...], docker: bool = False,
+           stop: Callable[[], None] = lambda: None, pid_namespace: bool = False) -> Jail:
     """Start ``argv`` in a new session (its own process group). ``fds`` are our ends of the
     request and reply pipes; ``child_fds`` the jail's ends, closed here once it has them."""
     stdin, stderr = (child_fds[0], child_fds[1]) if docker else (subprocess.DEVNULL, subprocess.STDOUT)
@@ -111,7 +116,7 @@ def _spawn(argv: list[str], fds: tuple[int, int], child_fds: tuple[int, ...], do
                               start_new_session=True, cwd="/").result()
     for fd in child_fds:
         os.close(fd)
-    return Jail(process, *fds, stop)
+    return Jail(process, *fds, stop, pid_namespace)
 
 
 # bwrap's --die-with-parent ends the jail when the *thread* that started it ends: every
@@ -177,8 +182,9 @@ def _under(path: str, directories: list[str]) -> bool:
 def bwrap_argv(limits: Limits, fd_in: int, fd_out: int) -> list[str]:
     """The bwrap command for one jail whose worker reads requests on ``fd_in``, replies on ``fd_out``."""
     executable, mounts, site_dirs = interpreter_mounts()
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--uid", "1000", "--gid", "1000",
-            "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev"]
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox",
+            "--proc", "/proc", "--dev", "/dev"]
     for path in ("/work", "/tmp", "/dev/shm"):  # first: a host directory bound below stays visible inside them
         argv += ["--size", str(limits.disk), "--perms", "1777", "--tmpfs", path]
     argv += ["--remount-ro", "/dev"]  # bwrap's /dev is a tmpfs without a size: its device nodes only
@@ -263,7 +269,8 @@ def start_bwrap(limits: Limits) -> Jail:
     group = _make_pids_cgroup(limits.processes) if os.geteuid() == 0 else None
     if group is not None:  # the shell joins the cgroup, then becomes bwrap: no process of the jail is outside it
         argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs"), *argv]
-    return _spawn(argv, ours, theirs, docker=False, stop=(lambda: _kill_cgroup(group)) if group else (lambda: None))
+    return _spawn(argv, ours, theirs, stop=(lambda: _kill_cgroup(group)) if group else (lambda: None),
+                  pid_namespace=True)
 
 
 # --- Docker ---------------------------------------------------------------------------------
@@ -319,7 +326,7 @@ def start_unsafe(limits: Limits) -> Jail:
     """The worker as a plain child process: rlimits, no jail. Only for code you trust."""
     ours, theirs = _pipes()
     argv = [sys.executable, "-I", "-S", str(WORKER), *limits.worker_args(*theirs, site.getsitepackages())]
-    return _spawn(argv, ours, theirs, docker=False, stop=lambda: None)
+    return _spawn(argv, ours, theirs)
 
 
 def pick_backend(backend: str | None) -> str:
