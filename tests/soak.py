@@ -33,7 +33,7 @@ HOSTILE = [  # what one id in four runs before its checked calls (each ends its 
 
 
 def sandbox_round() -> int:
-    """Run SANDBOX_IDS ids on SANDBOX_POOL sandboxes; return how many answers were wrong."""
+    """Run SANDBOX_IDS ids on SANDBOX_POOL sandboxes; return how many answers were wrong (and print them)."""
     from arena_envs.tools import PythonSandboxEnv, ResourcePool
 
     pool = ResourcePool(lambda: PythonSandboxEnv(time_limit=2, max_processes=32), size=SANDBOX_POOL, timeout=600)
@@ -41,11 +41,14 @@ def sandbox_round() -> int:
     async def episode(n: int) -> int:
         if n % 4 == 0:
             await pool.call(HOSTILE[n // 4 % len(HOSTILE)], id=n)
-        wrong = await pool.call(f"total = {n}", id=n) != ""
+        answers = [(await pool.call(f"total = {n}", id=n), "")]
         for k in range(3):
-            wrong += await pool.call(f"total = total * 31 + {k}\nprint(total)", id=n) != f"{_total(n, k)}\n"
+            answers.append((await pool.call(f"total = total * 31 + {k}\nprint(total)", id=n), f"{_total(n, k)}\n"))
         await pool.release(n)
-        return wrong
+        for got, expected in answers:
+            if got != expected:
+                print(f"sandbox id {n}: expected {expected!r}, got {got!r}", flush=True)
+        return sum(got != expected for got, expected in answers)
 
     async def main() -> int:
         wrong = sum(await asyncio.gather(*(episode(n) for n in range(SANDBOX_IDS))))

@@ -62,6 +62,7 @@ __all__ = ["PythonSandboxEnv", "SandboxUnavailable"]
 
 _RLIM_INFINITY = 2**63 - 1  # at or above this, the kernel has no limit (resource.RLIM_INFINITY is -1)
 _LOST = "the session was restarted, its variables are lost"
+STARTUP_TIMEOUT = 60.0  # s for a jail to start (not counted in the time limit: a busy machine is slow at it)
 
 
 def _positive_int(name: str, value: object, least: int = 1) -> int:
@@ -158,27 +159,39 @@ class PythonSandboxEnv:
 
     def _request(self, code: str) -> str:
         jail = self._start()
+        output = _Output(self.max_output)
+        if not jail.ready:  # its start does not count against the time limit: wait for its hello
+            outcome = self._wait_reply(jail, output, 0, STARTUP_TIMEOUT)
+            if outcome != "ok":
+                return self._failed(jail, output, outcome, f"the sandbox did not start within {STARTUP_TIMEOUT:g} s")
+            jail.ready = True
         self._seq += 1
         try:
             write_all(jail.requests, frame(self._seq, code.encode("utf-8", "surrogatepass")))
         except OSError:  # the jail ended since the last step (its worker died): see why below
             pass
-        output = _Output(self.max_output)
-        outcome = self._wait_reply(jail, output)
+        outcome = self._wait_reply(jail, output, self._seq, self.time_limit)
         if outcome == "ok":
             return output.text()
+        return self._failed(jail, output, outcome, f"TimeoutError: the code ran for more than {self.time_limit:g} s "
+                                                   f"and was stopped")
+
+    def _failed(self, jail: Jail, output: _Output, outcome: str, timeout: str) -> str:
+        """End the jail after ``outcome`` and say why, after what the code printed."""
         self._kill()
         if outcome == "timeout":
-            note = f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped; {_LOST}\n"
+            note = timeout
         elif outcome == "protocol":
-            note = f"Error: the sandbox's reply channel was written to by the code; {_LOST}\n"
+            note = "Error: the sandbox's reply channel was written to by the code"
         else:
-            note = f"Error: the sandbox process {_how_it_ended(jail.process.returncode)}; {_LOST}\n"
-        return output.text() + ("" if output.text().endswith("\n") or not output.text() else "\n") + note
+            note = f"Error: the sandbox process {_how_it_ended(jail.process.returncode)}"
+        text = output.text()
+        return text + ("\n" if text and not text.endswith("\n") else "") + f"{note}; {_LOST}\n"
 
-    def _wait_reply(self, jail: Jail, output: _Output) -> str:
-        """Read output until the reply to the current request: "ok", "timeout", "ended" or "protocol"."""
-        deadline = None if math.isinf(self.time_limit) else time.monotonic() + self.time_limit
+    def _wait_reply(self, jail: Jail, output: _Output, seq: int, time_limit: float) -> str:
+        """Read output until the reply to request ``seq`` (0: the worker's hello when it is
+        ready): "ok", "timeout", "ended" or "protocol"."""
+        deadline = None if math.isinf(time_limit) else time.monotonic() + time_limit
         out_fd, reply = jail.process.stdout.fileno(), bytearray()
         open_fds = [out_fd, jail.replies]
         while True:
@@ -199,20 +212,21 @@ class PythonSandboxEnv:
                     jail.process.wait()
                     return "ended"
                 reply += chunk
-                outcome = self._parse(reply)
+                outcome = _parse(reply, seq)
                 if outcome is not None:
                     _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
                     return outcome
 
-    def _parse(self, reply: bytearray) -> str | None:
-        """"ok" for the reply to the current request, "protocol" for anything that is not that
-        (more, or a frame for another request), None while the frame is incomplete."""
-        expected = frame(self._seq)
-        if reply[:len(expected)] != expected[:len(reply)]:
-            return "protocol"
-        if len(reply) < len(expected):
-            return None
-        return "ok" if len(reply) == len(expected) else "protocol"
+
+def _parse(reply: bytearray, seq: int) -> str | None:
+    """"ok" for the reply to request ``seq``, "protocol" for anything that is not that (more,
+    or a frame for another request), None while the frame is incomplete."""
+    expected = frame(seq)
+    if reply[:len(expected)] != expected[:len(reply)]:
+        return "protocol"
+    if len(reply) < len(expected):
+        return None
+    return "ok" if len(reply) == len(expected) else "protocol"
 
 
 class _Output:

@@ -77,6 +77,7 @@ class Jail:
                  pid_namespace: bool) -> None:
         self.process, self.requests, self.replies = process, requests, replies
         self._stop, self._pid_namespace = stop, pid_namespace
+        self.ready = False  # the worker said hello: it reads requests now
 
     def kill(self) -> None:
         """Kill every process of the jail and wait until they are gone."""

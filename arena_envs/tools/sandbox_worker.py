@@ -10,9 +10,9 @@ so it runs on any Python 3 the jail has. It
    lands on fd 1, which the parent reads as the step's output and never as a reply;
 2. limits itself with rlimits (address space, processes, file size, no core dumps), which
    its children inherit;
-3. reads requests and runs each in one ``__main__`` module kept from step to step, with
-   the full language and the standard library; after each it answers with the request's
-   number. A frame is ``MAGIC``, the body's length (4 bytes),
+3. says hello (a reply to request 0), then reads requests and runs each in one
+   ``__main__`` module kept from step to step, with the full language and the standard
+   library; after each it answers with the request's number. A frame is ``MAGIC``, the body's length (4 bytes),
    the request's number (8 bytes), then, in a request, the code in UTF-8 (see :func:`frame`).
 
 There is no restriction of the language here: the sandbox is the jail around this process.
@@ -103,6 +103,7 @@ def main() -> None:
     main_module.__builtins__ = __builtins__
     sys.modules["__main__"] = main_module
     namespace, exit_now = main_module.__dict__, os._exit
+    write_all(replies, frame(0))  # hello: the time limit of the first request starts now
     while True:
         request = read_frame(requests)
         if request is None:  # the parent closed the channel or died: nothing more to do
