@@ -108,6 +108,8 @@ def test_the_minor_findings_of_the_issue():
     ("max_processes", 2, "max_processes"),
     ("disk_limit", 10, "disk_limit"),
     ("backend", "chroot", "backend must be one of bwrap, docker, unsafe-no-isolation or None"),
+    ("docker_image", "", "docker_image must be an image name"),
+    ("docker_image", 3, "docker_image must be an image name"),
 ])
 def test_bad_configuration_is_a_clear_error(option, value, words):
     with pytest.raises(ValueError, match=words):

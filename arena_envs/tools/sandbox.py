@@ -87,6 +87,8 @@ class PythonSandboxEnv:
         self.max_code = _positive_int("max_code", max_code)
         self.max_processes = _positive_int("max_processes", max_processes, 8)  # bwrap, its init, python, threads
         self.disk_limit = _positive_int("disk_limit", disk_limit, 2**20)
+        if docker_image is not None and (not isinstance(docker_image, str) or not docker_image.strip()):
+            raise ValueError(f"docker_image must be an image name, got {docker_image!r}")
         self.backend = pick_backend(backend)
         if self.backend == UNSAFE:
             warnings.warn(f"PythonSandboxEnv(backend={UNSAFE!r}) runs code with your user's rights: no jail, "
