@@ -209,3 +209,15 @@ def test_the_python_blocks_of_the_sandbox_guide_run_and_print_what_they_say():
     first, second = outputs[1].stdout.split("\n", 1)
     assert first.startswith("/work [") and "'etc'" not in first
     assert "FileNotFoundError: [Errno 2] No such file or directory: '/etc/passwd'" in second
+
+
+def test_a_jail_that_cannot_start_says_why(monkeypatch):
+    monkeypatch.setattr(sandbox_jail, "WORKER", sandbox_jail.WORKER.with_name("no_such_worker.py"))
+    env = PythonSandboxEnv()
+    try:
+        output = env.run("print(1)")
+    finally:
+        env.close()
+    assert output.startswith("bwrap: Can't find source path ") and "no_such_worker.py" in output, output
+    assert output.endswith("Error: the sandbox did not start: it ended (exit code 1); the session was restarted, "
+                           "its variables are lost\n")

@@ -165,7 +165,7 @@ class PythonSandboxEnv:
         if not jail.ready:  # its start does not count against the time limit: wait for its hello
             outcome = self._wait_reply(jail, output, 0, STARTUP_TIMEOUT)
             if outcome != "ok":
-                return self._failed(jail, output, outcome, f"the sandbox did not start within {STARTUP_TIMEOUT:g} s")
+                return self._failed(jail, output, outcome, starting=True)
             jail.ready = True
         self._seq += 1
         try:
@@ -175,14 +175,18 @@ class PythonSandboxEnv:
         outcome = self._wait_reply(jail, output, self._seq, self.time_limit)
         if outcome == "ok":
             return output.text()
-        return self._failed(jail, output, outcome, f"TimeoutError: the code ran for more than {self.time_limit:g} s "
-                                                   f"and was stopped")
+        return self._failed(jail, output, outcome)
 
-    def _failed(self, jail: Jail, output: _Output, outcome: str, timeout: str) -> str:
-        """End the jail after ``outcome`` and say why, after what the code printed."""
+    def _failed(self, jail: Jail, output: _Output, outcome: str, starting: bool = False) -> str:
+        """End the jail after ``outcome`` and say why, after what the code (or, ``starting``,
+        the sandbox program: bwrap's or docker's own errors) printed."""
         self._kill()
-        if outcome == "timeout":
-            note = timeout
+        if starting:
+            why = {"timeout": f"within {STARTUP_TIMEOUT:g} s", "protocol": ": it wrote something else than its hello",
+                   "ended": f": it {_how_it_ended(jail.process.returncode)}"}[outcome]
+            note = f"Error: the sandbox did not start{' ' if outcome == 'timeout' else ''}{why}"
+        elif outcome == "timeout":
+            note = f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped"
         elif outcome == "protocol":
             note = "Error: the sandbox's reply channel was written to by the code"
         else:
@@ -215,6 +219,8 @@ class PythonSandboxEnv:
                     return "ended"
                 reply += chunk
                 outcome = _parse(reply, seq)
+                if outcome == "protocol" and seq == 0:  # docker's errors come on this pipe: show them
+                    output.add(bytes(reply) + _read_for(jail.replies, 0.5))
                 if outcome is not None:
                     _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
                     return outcome
@@ -261,6 +267,17 @@ def _drain(fd: int, output: _Output) -> None:
         if not chunk:
             return
         output.add(chunk)
+
+
+def _read_for(fd: int, seconds: float) -> bytes:
+    """What ``fd`` gives within ``seconds`` (the rest of an error message)."""
+    data, deadline = bytearray(), time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 def _how_it_ended(code: int | None) -> str:
