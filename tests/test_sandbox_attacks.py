@@ -135,7 +135,6 @@ def test_host_files_home_and_environment_are_invisible(tmp_path, monkeypatch):
     seen = eval(lines[6].removeprefix("home: "))  # noqa: S307 - our own printed list
     allowed = {interpreter.relative_to(Path.home()).parts[0]} if interpreter.is_relative_to(Path.home()) else set()
     assert seen is None or set(seen) <= allowed, (seen, allowed)
-    assert len([p for p in Path.home().iterdir()]) > len(seen or [])  # the host's home has more than that
 
 
 def test_writing_outside_the_workdir_fails_and_the_workdir_is_private(sandbox):
