@@ -221,3 +221,26 @@ def test_a_jail_that_cannot_start_says_why(monkeypatch):
     assert output.startswith("bwrap: Can't find source path ") and "no_such_worker.py" in output, output
     assert output.endswith("Error: the sandbox did not start: it ended (exit code 1); the session was restarted, "
                            "its variables are lost\n")
+
+
+def test_a_program_that_exits_without_closing_leaves_no_jail_behind():
+    import subprocess
+    from pathlib import Path
+
+    # max_processes=61 marks this program's jails in the process table
+    script = ("from arena_envs.tools import PythonSandboxEnv\nenv = PythonSandboxEnv(max_processes=61)\n"
+              "print(env.run('print(1)'), end='')\nenv.reset()\nimport os\nprint(os.getpid())")
+    cgroups = sandbox_jail._pids_cgroup_parent()  # as root, each jail has a cgroup in there (found before)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ran, pid = done.stdout.split()
+    assert ran == "1"
+    marked = []
+    for process in Path("/proc").iterdir():
+        try:
+            if process.name.isdigit() and b"--processes\x0061\x00" in (process / "cmdline").read_bytes():
+                marked.append(process.name)
+        except OSError:
+            pass
+    assert marked == []
+    assert cgroups is None or not list(cgroups.glob(f"arena-sandbox-{pid}-*"))

@@ -17,6 +17,7 @@ a writable one the backend refuses rather than run a jail a fork bomb could esca
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -31,6 +32,7 @@ import sys
 import sysconfig
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,9 +80,13 @@ class Jail:
         self.process, self.requests, self.replies = process, requests, replies
         self._stop, self._pid_namespace = stop, pid_namespace
         self.ready = False  # the worker said hello: it reads requests now
+        _LIVE.add(self)
 
     def kill(self) -> None:
-        """Kill every process of the jail and wait until they are gone."""
+        """Kill every process of the jail and wait until they are gone (once: again does nothing)."""
+        if self not in _LIVE:
+            return
+        _LIVE.discard(self)
         if self._pid_namespace:
             # bwrap's child is the init of the jail's pid namespace: when it dies the kernel
             # kills every process of the namespace, then bwrap, its parent, reaps it and exits
@@ -98,6 +104,18 @@ class Jail:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.process.stdout.close()
+
+
+_LIVE: weakref.WeakSet[Jail] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_jails() -> None:
+    """At exit, end the jails nobody closed (their processes would die with this one anyway;
+    this also removes their cgroups)."""
+    for jail in list(_LIVE):
+        with contextlib.suppress(Exception):
+            jail.kill()
 
 
 def _children(pid: int) -> list[int]:
@@ -231,9 +249,13 @@ def _pids_cgroup_parent() -> Path | None:
         try:
             probe.mkdir()
             probe.rmdir()
-            return parent
         except OSError:
             continue
+        for stale in parent.glob("arena-sandbox-[0-9]*-*"):  # left by a process that was killed: empty now
+            if not Path(f"/proc/{stale.name.split('-')[2]}").exists():
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
+        return parent
     return None
 
 
@@ -254,7 +276,10 @@ def _kill_cgroup(group: Path) -> None:
         with contextlib.suppress(OSError):
             if kill_file.exists():
                 kill_file.write_text("1")
-        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except FileNotFoundError:  # removed already
+            return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
