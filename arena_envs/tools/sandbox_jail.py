@@ -8,9 +8,9 @@ in it. :func:`pick_backend` chooses one (``bwrap`` where it can make namespaces,
 ``bwrap`` (Debian's ``bubblewrap``): new user, pid, network, ipc, uts and cgroup
 namespaces (``--unshare-all``), a new session, ``--die-with-parent``; a read-only view of
 ``/usr``, the interpreter's prefix and its site-packages and nothing else of the host (no
-``/etc``, no home, no project checkout); a private tmpfs ``/work`` (the working directory)
-and ``/tmp`` of ``disk`` bytes each; uid 1000 without capabilities inside. Processes are
-capped by ``RLIMIT_NPROC``, which does not bind a process whose uid outside is root: as
+``/etc``, no home, no project checkout); private tmpfs ``/work`` (the working directory),
+``/tmp`` and ``/dev/shm`` of ``disk`` bytes each; uid 1000 without capabilities inside.
+Processes are capped by ``RLIMIT_NPROC``, which does not bind a process whose uid outside is root: as
 root, a ``pids`` cgroup (v2 where it is delegated, else v1) caps them instead, and without
 a writable one the backend refuses rather than run a jail a fork bomb could escape from.
 """
