@@ -4,7 +4,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak
+.PHONY: test demo bench lint clean soak sysdeps
+
+# Debian packages the tests and the demo need (bubblewrap: the code sandbox's jail). Installed
+# only when one is missing; `apt-get update` runs once, then.
+SYSTEM_PACKAGES := bubblewrap
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -14,20 +18,27 @@ $(STAMP): $(PY) setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt -e '.[train,dev]'
 	touch $(STAMP)
 
+sysdeps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
+	fi
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: sysdeps lint
 	$(PY) -m pytest
 
-demo: $(STAMP)
+demo: sysdeps $(STAMP)
 	$(PY) -m arena_envs.demo
 
 # The fuzz and property suites round after round in one process for SOAK_MINUTES, the resident
 # memory printed after each round (tests/soak.py). `make test` runs the same suites bounded.
 SOAK_MINUTES ?= 10
-soak: $(STAMP)
+soak: sysdeps $(STAMP)
 	$(PY) tests/soak.py $(SOAK_MINUTES)
 
 bench: $(STAMP)

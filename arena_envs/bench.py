@@ -307,6 +307,14 @@ def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float,
     return [(labels[w], best[w], "env-steps/s") for w in labels]
 
 
+def sandbox_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """The code sandbox: cold start of an id, calls/s and latency of 16 ids, in a bubblewrap
+    jail, without one and as a subprocess per call (see :mod:`arena_envs.tools.sandbox_bench`)."""
+    from arena_envs.tools.sandbox_bench import bench_rows
+
+    return bench_rows(seconds)
+
+
 def chat_rows(seconds: float) -> list[tuple[str, float, str]]:
     """Chat steps/s of 256 concurrent chat sessions via a local OpenAI-compatible server, and the
     environment's share of that time (see :mod:`arena_envs.llm.bench`)."""
@@ -327,6 +335,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "sharded": sharded_rows,
     "reference": reference_rows,
     "serve": serve_rows,
+    "sandbox": sandbox_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -347,6 +356,9 @@ RATIOS = (
     ("Serve foraging 256 sessions: OpenEnv server doing no work", "Serve foraging 256 sessions: stock OpenEnv server"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: OpenEnv server doing no work"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock server, envs stepped inline"),
+    ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: subprocess per call"),
+    ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: no jail"),
+    ("Sandbox cold start of an id: bwrap jail, p50", "Sandbox cold start of an id: subprocess per call, p50"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )

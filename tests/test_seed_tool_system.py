@@ -3,8 +3,8 @@
 Only the imports are adapted (``agentfly.tools`` / ``agentfly.agents`` -> ``arena_envs.tools``),
 plus three typos of the seed that Python cannot parse, each marked ``# seed typo``: an
 unterminated string, a class statement without its colon, and the AdditionTool block's
-stray indentation. ``PythonSandboxEnv`` is our restricted Python session
-(:mod:`arena_envs.tools.sandbox`); the seed says its ``step`` takes a code string and
+stray indentation. ``PythonSandboxEnv`` is our Python session in
+an OS sandbox (:mod:`arena_envs.tools.sandbox`); the seed says its ``step`` takes a code string and
 returns what ran on stdout or stderr, and that is what it does.
 """
 

@@ -26,13 +26,14 @@ from .registry import (
     validate_params,
 )
 from .resource_pool import EnvHandle, PoolExhaustedError, ResourcePool, StatefulToolPool, make_pool
-from .sandbox import PythonSandboxEnv
+from .sandbox import PythonSandboxEnv, SandboxUnavailable
 
 __all__ = [
     "ArenaHandle",
     "BaseAgent",
     "EnvHandle",
     "PythonSandboxEnv",
+    "SandboxUnavailable",
     "ResourcePool",
     "StatefulToolPool",
     "make_pool",

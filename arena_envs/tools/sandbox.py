@@ -1,4 +1,4 @@
-"""``PythonSandboxEnv``: a restricted Python session with time and memory limits, safe to run anywhere.
+"""``PythonSandboxEnv``: ordinary CPython in an OS sandbox (bubblewrap or Docker), one jail per session.
 
 The environment class of the tool-system seed's ``code_interpreter``::
 
@@ -9,56 +9,94 @@ The environment class of the tool-system seed's ``code_interpreter``::
     await code_interpreter("x = 6 * 7", id="a")
     await code_interpreter("print(x)", id="a")          # '42\\n': variables persist per id
     await code_interpreter("print(x)", id="b")          # NameError: ids never share a session
-    await code_interpreter.release(id="a")              # clears a's session for the next id
+    await code_interpreter.release(id="a")              # ends a's jail; the next id gets a new one
 
 =============  ==========================================================================
-step(code)     runs ``code`` (a string) in the session; returns stdout and stderr as text
-               (a traceback for an error, a ``SandboxViolation`` line for refused code)
-reset()        forgets every variable: a fresh session
-time limit     ``time_limit`` s per step (default 5): the process is killed and restarted,
+step(code)     runs ``code`` (a string) in the session; returns everything it printed on
+               stdout and stderr (its child processes' too), a traceback for an error
+reset()        ends the jail and starts a fresh process in a fresh jail for the next step
+time limit     ``time_limit`` s per step (default 5, ``inf`` for none): the jail is killed,
                the step returns ``TimeoutError: ...`` and the session's variables are lost
-memory limit   ``memory_limit`` bytes of address space (default 256 MiB): ``MemoryError``
+memory limit   ``memory_limit`` bytes of address space per process (default 256 MiB):
+               ``MemoryError``
+processes      at most ``max_processes`` processes and threads in the jail (default 64)
+disk           ``/work`` (the working directory) and ``/tmp`` are private tmpfs of
+               ``disk_limit`` bytes each (default 64 MiB)
 output         at most ``max_output`` characters (default 10,000), then a truncation note
 =============  ==========================================================================
 
-Each session is a separate Python process (``python -I -S``, see
-:mod:`arena_envs.tools.sandbox_worker`) that cannot create files or processes and runs
-only code that passed an AST check: no ``import`` but of a few pure modules (``math``,
-``random``, ``itertools``, ``collections``, ``json``, ``re``, ...), no ``open``, ``eval``,
-``exec``, ``getattr`` or ``__import__``, no names or attributes starting with ``_`` (so no
-dunder tricks), no frame or format-string attributes. It is not a container: it is meant
-for model-written snippets of arithmetic and data handling, not for hostile native code.
+The code is not restricted: any module, ``open``, ``subprocess``, ``ctypes``. The boundary
+is the jail (:mod:`arena_envs.tools.sandbox_jail`): no network, nothing of the host but a
+read-only interpreter, no way to see or signal this process. ``backend`` picks the jail:
+``"bwrap"``, ``"docker"`` (``docker_image`` must have Python), ``None`` for the first that
+works here; with none, :class:`SandboxUnavailable` says what to install. The worker inside
+is :mod:`arena_envs.tools.sandbox_worker`; requests and replies travel on their own pipes as
+length-prefixed frames, and stdout is only ever output, so nothing printed can pass for a reply.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import select
-import subprocess
+import signal
 import sys
 import threading
-from pathlib import Path
-from typing import Any
+import time
+import warnings
 
 from .resource_pool import run_in_thread
+from .sandbox_jail import (
+    UNSAFE,
+    Jail,
+    Limits,
+    SandboxUnavailable,
+    pick_backend,
+    start_bwrap,
+    start_docker,
+    start_unsafe,
+)
+from .sandbox_worker import frame, write_all
 
-_WORKER = str(Path(__file__).with_name("sandbox_worker.py"))
+__all__ = ["PythonSandboxEnv", "SandboxUnavailable"]
+
+_RLIM_INFINITY = 2**63 - 1  # at or above this, the kernel has no limit (resource.RLIM_INFINITY is -1)
+_LOST = "the session was restarted, its variables are lost"
+STARTUP_TIMEOUT = 60.0  # s for a jail to start (not counted in the time limit: a busy machine is slow at it)
+
+
+def _positive_int(name: str, value: object, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least:,}, got {value!r}")
+    return value
 
 
 class PythonSandboxEnv:
-    """A restricted, persistent Python session in its own process (see the module docstring)."""
+    """A persistent Python session in its own OS jail (see the module docstring)."""
 
-    def __init__(self, time_limit: float = 5.0, memory_limit: int = 256 * 2**20, max_output: int = 10_000,
-                 max_code: int = 100_000) -> None:
-        if not time_limit > 0:
-            raise ValueError(f"time_limit must be positive, got {time_limit!r}")
-        if memory_limit < 64 * 2**20:
-            raise ValueError(f"memory_limit must be at least 64 MiB (the interpreter itself), got {memory_limit!r}")
-        self.time_limit, self.memory_limit = float(time_limit), int(memory_limit)
-        self.max_output, self.max_code = int(max_output), int(max_code)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()  # one request at a time on the process's pipes
+    def __init__(self, time_limit: float = 5.0, memory_limit: int | None = 256 * 2**20, max_output: int = 10_000,
+                 max_code: int = 100_000, max_processes: int = 64, disk_limit: int = 64 * 2**20,
+                 backend: str | None = None, docker_image: str | None = None) -> None:
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
+            raise ValueError(f"time_limit must be a positive number of seconds (inf for none), got {time_limit!r}")
+        if memory_limit is not None:
+            _positive_int("memory_limit (bytes; None for no limit)", memory_limit, 64 * 2**20)
+        self.time_limit = float(time_limit)
+        self.memory_limit = None if memory_limit is None or memory_limit >= _RLIM_INFINITY else memory_limit
+        self.max_output = _positive_int("max_output", max_output)
+        self.max_code = _positive_int("max_code", max_code)
+        self.max_processes = _positive_int("max_processes", max_processes, 8)  # bwrap, its init, python, threads
+        self.disk_limit = _positive_int("disk_limit", disk_limit, 2**20)
+        if docker_image is not None and (not isinstance(docker_image, str) or not docker_image.strip()):
+            raise ValueError(f"docker_image must be an image name, got {docker_image!r}")
+        self.backend = pick_backend(backend)
+        if self.backend == UNSAFE:
+            warnings.warn(f"PythonSandboxEnv(backend={UNSAFE!r}) runs code with your user's rights: no jail, "
+                          f"no network isolation; only for code you trust", stacklevel=2)
+        self.docker_image = docker_image or f"python:{sys.version_info[0]}.{sys.version_info[1]}-slim"
+        self._jail: Jail | None = None
+        self._seq = 0
+        self._lock = threading.Lock()  # one request at a time on the jail's pipes
         self._closed = False
 
     # -- the environment interface -----------------------------------------------------------
@@ -74,85 +112,182 @@ class PythonSandboxEnv:
         if len(code) > self.max_code:
             return f"Error: the code is {len(code):,} characters long, the limit is {self.max_code:,}\n"
         with self._lock:
-            return self._request({"code": code})
+            if self._closed:
+                raise RuntimeError("this PythonSandboxEnv is closed")
+            return self._request(code)
 
     def reset(self) -> None:
-        """Forget every variable: the next step starts a fresh session."""
+        """End the jail and everything in it, and start a fresh process in a fresh jail for the
+        next step (started now, so that it is ready by then: no code has run in it)."""
         with self._lock:
-            if self._process is not None and self._process.poll() is None:
-                self._request({"reset": True})
+            self._kill()
+            if not self._closed:
+                self._start()
 
     def close(self) -> None:
-        """End the session's process."""
+        """End the jail; the env cannot run code any more."""
         with self._lock:
             self._closed = True
             self._kill()
 
     def __del__(self) -> None:
-        process = getattr(self, "_process", None)
-        if process is not None and process.poll() is None:
-            process.kill()
+        jail = getattr(self, "_jail", None)
+        if jail is not None:
+            jail.kill()
 
     def __repr__(self) -> str:
-        alive = self._process is not None and self._process.poll() is None
-        return f"<PythonSandboxEnv pid={self._process.pid if alive else None}>"
+        pid = self._jail.process.pid if self._jail is not None else None
+        return f"<PythonSandboxEnv backend={self.backend!r} pid={pid}>"
 
-    # -- the process -----------------------------------------------------------------------
+    # -- the jail --------------------------------------------------------------------------------
 
-    def _request(self, request: dict[str, Any]) -> str:
-        if self._closed:
-            raise RuntimeError("this PythonSandboxEnv is closed")
-        process = self._start()
-        try:
-            process.stdin.write(json.dumps(request).encode() + b"\n")
-            process.stdin.flush()
-        except OSError:  # the process died since the last step
-            self._kill()
-            process = self._start()
-            process.stdin.write(json.dumps(request).encode() + b"\n")
-            process.stdin.flush()
-        line = self._read_line(process)
-        if line is None:  # timed out: nothing else stops the code
-            self._kill()
-            return (f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped; "
-                    f"the session was restarted, its variables are lost\n")
-        if not line:
-            code = process.wait()
-            self._kill()
-            return (f"Error: the sandbox process ended (exit code {code}), probably out of memory; "
-                    f"the session was restarted, its variables are lost\n")
-        return json.loads(line)["output"]
+    def _limits(self) -> Limits:
+        return Limits(-1 if self.memory_limit is None else self.memory_limit, self.max_processes, self.disk_limit)
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._process is None or self._process.poll() is not None:
-            self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", _WORKER, str(self.memory_limit), str(self.max_output)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                cwd="/", env={}, close_fds=True, start_new_session=True)
-        return self._process
-
-    def _read_line(self, process: subprocess.Popen[bytes]) -> bytes | None:
-        """One reply line; None when the time limit passed first, b"" when the process ended."""
-        import time
-
-        fd, data = process.stdout.fileno(), bytearray()
-        deadline = time.monotonic() + self.time_limit
-        while not data.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b""
-            data += chunk
-        return bytes(data)
+    def _start(self) -> Jail:
+        if self._jail is None:
+            if self.backend == "bwrap":
+                self._jail = start_bwrap(self._limits())
+            elif self.backend == "docker":
+                self._jail = start_docker(self._limits(), self.docker_image)
+            else:
+                self._jail = start_unsafe(self._limits())
+        return self._jail
 
     def _kill(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            for pipe in (process.stdin, process.stdout):
-                if pipe is not None:
-                    pipe.close()
+        jail, self._jail = self._jail, None
+        if jail is not None:
+            jail.kill()
+
+    def _request(self, code: str) -> str:
+        jail = self._start()
+        output = _Output(self.max_output)
+        if not jail.ready:  # its start does not count against the time limit: wait for its hello
+            outcome = self._wait_reply(jail, output, 0, STARTUP_TIMEOUT)
+            if outcome != "ok":
+                return self._failed(jail, output, outcome, starting=True)
+            jail.ready = True
+        self._seq += 1
+        try:
+            write_all(jail.requests, frame(self._seq, code.encode("utf-8", "surrogatepass")))
+        except OSError:  # the jail ended since the last step (its worker died): see why below
+            pass
+        outcome = self._wait_reply(jail, output, self._seq, self.time_limit)
+        if outcome == "ok":
+            return output.text()
+        return self._failed(jail, output, outcome)
+
+    def _failed(self, jail: Jail, output: _Output, outcome: str, starting: bool = False) -> str:
+        """End the jail after ``outcome`` and say why, after what the code (or, ``starting``,
+        the sandbox program: bwrap's or docker's own errors) printed."""
+        self._kill()
+        if starting:
+            why = {"timeout": f"within {STARTUP_TIMEOUT:g} s", "protocol": ": it wrote something else than its hello",
+                   "ended": f": it {_how_it_ended(jail.process.returncode)}"}[outcome]
+            note = f"Error: the sandbox did not start{' ' if outcome == 'timeout' else ''}{why}"
+        elif outcome == "timeout":
+            note = f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped"
+        elif outcome == "protocol":
+            note = "Error: the sandbox's reply channel was written to by the code"
+        else:
+            note = f"Error: the sandbox process {_how_it_ended(jail.process.returncode)}"
+        text = output.text()
+        return text + ("\n" if text and not text.endswith("\n") else "") + f"{note}; {_LOST}\n"
+
+    def _wait_reply(self, jail: Jail, output: _Output, seq: int, time_limit: float) -> str:
+        """Read output until the reply to request ``seq`` (0: the worker's hello when it is
+        ready): "ok", "timeout", "ended" or "protocol"."""
+        deadline = None if math.isinf(time_limit) else time.monotonic() + time_limit
+        out_fd, reply = jail.process.stdout.fileno(), bytearray()
+        open_fds = [out_fd, jail.replies]
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return "timeout"
+            ready = select.select(open_fds, [], [], left)[0]
+            if out_fd in ready:
+                chunk = os.read(out_fd, 1 << 16)
+                if chunk:
+                    output.add(chunk)
+                else:
+                    open_fds.remove(out_fd)
+            if jail.replies in ready:
+                chunk = os.read(jail.replies, 1 << 16)
+                if not chunk:
+                    _drain(out_fd, output)
+                    jail.process.wait()
+                    return "ended"
+                reply += chunk
+                outcome = _parse(reply, seq)
+                if outcome == "protocol" and seq == 0:  # docker's errors come on this pipe: show them
+                    output.add(bytes(reply) + _read_for(jail.replies, 0.5))
+                if outcome is not None:
+                    _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
+                    return outcome
+
+
+def _parse(reply: bytearray, seq: int) -> str | None:
+    """"ok" for the reply to request ``seq``, "protocol" for anything that is not that (more,
+    or a frame for another request), None while the frame is incomplete."""
+    expected = frame(seq)
+    if reply[:len(expected)] != expected[:len(reply)]:
+        return "protocol"
+    if len(reply) < len(expected):
+        return None
+    return "ok" if len(reply) == len(expected) else "protocol"
+
+
+class _Output:
+    """The bytes the code printed, kept up to ``limit`` characters (the rest read and dropped)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.data, self.cut = limit, bytearray(), False
+
+    def add(self, chunk: bytes) -> None:
+        room = 4 * self.limit - len(self.data)  # a character is at most 4 bytes of UTF-8
+        if room > 0:
+            self.data += chunk[:room]
+        if len(chunk) > max(room, 0):
+            self.cut = True
+
+    def text(self) -> str:
+        text = self.data.decode("utf-8", "replace")
+        if self.cut or len(text) > self.limit:
+            return text[:self.limit] + f"\n[output truncated to {self.limit} characters]"
+        return text
+
+
+def _drain(fd: int, output: _Output) -> None:
+    """Whatever is in the pipe ``fd`` now, without waiting for more (and not forever, when a
+    process the code left running keeps printing)."""
+    for _ in range(64):
+        if not select.select([fd], [], [], 0)[0]:
+            return
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        output.add(chunk)
+
+
+def _read_for(fd: int, seconds: float) -> bytes:
+    """What ``fd`` gives within ``seconds`` (the rest of an error message)."""
+    data, deadline = bytearray(), time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+def _how_it_ended(code: int | None) -> str:
+    """bwrap and docker report a signal as 128 + its number, Popen as its negative."""
+    number = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
+    if number is not None:
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (memory or CPU limit)" if name in ("SIGKILL", "SIGXCPU") else ""
+        return f"was killed by {name}{hint}"
+    return f"ended (exit code {code})"

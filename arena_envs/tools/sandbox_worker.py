@@ -1,212 +1,128 @@
-"""The process behind :class:`~arena_envs.tools.sandbox.PythonSandboxEnv`: a restricted Python session.
+"""The process inside the jail of :class:`~arena_envs.tools.sandbox.PythonSandboxEnv`: plain CPython.
 
-Run as ``python -I -S sandbox_worker.py MEMORY_BYTES MAX_OUTPUT``; it imports nothing of
-arena_envs. It first limits itself (address space, no new files or processes, no core
-dumps), then reads one JSON request per line on stdin, ``{"code": ...}`` or
-``{"reset": true}``, and answers each with one JSON line ``{"output": ...}``.
+Run as ``python -I -S sandbox_worker.py --in FD --out FD [--memory B] [--processes N]
+[--file-size B] [--site DIR]...`` inside the OS sandbox; it imports nothing of arena_envs,
+so it runs on any Python 3 the jail has. It
 
-Code is checked before it runs (:func:`check`): no names or attributes that start with an
-underscore (every dunder trick goes through one), none of the attributes that reach
-frames or format strings, and ``import`` only of the modules in :data:`MODULES`, which
-are given as namespaces of their public functions and constants only (never a module
-object, whose attributes lead to ``os``). The builtins are a safe subset: no ``open``,
-``eval``, ``exec``, ``compile``, ``getattr``, ``type``, ``globals``, ``__import__`` and the
-like. The parent process enforces the time limit by killing this one.
+1. moves the request channel (``--in``) and the reply channel (``--out``) to private
+   descriptors that child processes do not inherit, puts ``/dev/null`` on stdin and sends
+   stderr to stdout, so everything the code prints, its own children's output included,
+   lands on fd 1, which the parent reads as the step's output and never as a reply;
+2. limits itself with rlimits (address space, processes, file size, no core dumps), which
+   its children inherit;
+3. says hello (a reply to request 0), then reads requests and runs each in one
+   ``__main__`` module kept from step to step, with the full language and the standard
+   library; after each it answers with the request's number. A frame is ``MAGIC``, the body's length (4 bytes),
+   the request's number (8 bytes), then, in a request, the code in UTF-8 (see :func:`frame`).
+
+There is no restriction of the language here: the sandbox is the jail around this process.
+When the request channel closes (the parent is gone), the process exits.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
-import json
+import io
+import os
 import sys
-import traceback
 import types
 
-MODULES = ("math", "cmath", "random", "itertools", "functools", "collections", "statistics", "json", "re",
-           "heapq", "bisect", "fractions", "decimal", "datetime", "string")
-"""The modules code may import."""
-
-# attributes that lead from ordinary objects to frames, code, globals or format-string lookups
-BLOCKED_ATTRIBUTES = frozenset({
-    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "cr_origin", "ag_frame",
-    "ag_code", "ag_await", "tb_frame", "tb_next", "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
-    "format", "format_map", "mro", "register",
-})  # fmt: skip
-
-SAFE_BUILTINS = (
-    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "complex", "dict", "dir",
-    "divmod", "enumerate", "filter", "float", "frozenset", "hash", "hex", "int", "isinstance", "issubclass",
-    "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "print", "range", "repr",
-    "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip", "classmethod", "staticmethod",
-    "property", "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError", "KeyError",
-    "LookupError", "NameError", "NotImplementedError", "OverflowError", "RecursionError", "RuntimeError",
-    "StopIteration", "TypeError", "ValueError", "ZeroDivisionError", "True", "False", "None",
-)  # fmt: skip
+MAGIC = b"ASBX"
+HEADER = len(MAGIC) + 4  # then the body's length, 4 bytes big-endian
+SEQ = 8  # a body starts with the request's number, 8 bytes big-endian
+MAX_FRAME = 64 * 2**20
 
 
-class SandboxViolation(Exception):
-    """Code that uses something the sandbox does not allow."""
+def frame(seq: int, payload: bytes = b"") -> bytes:
+    """A request (``payload`` is the code, UTF-8) or a reply (no payload) to request ``seq``."""
+    return MAGIC + (SEQ + len(payload)).to_bytes(4, "big") + seq.to_bytes(SEQ, "big") + payload
 
 
-def check(source: str) -> ast.Module:
-    """Parse ``source`` and refuse what the sandbox does not allow (SandboxViolation, SyntaxError)."""
-    tree = ast.parse(source, "<sandbox>", "exec")
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", "?")
-        if isinstance(node, ast.Name) and node.id.startswith("__"):
-            raise SandboxViolation(f"line {line}: the name {node.id!r} is not allowed")
-        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in BLOCKED_ATTRIBUTES):
-            raise SandboxViolation(f"line {line}: the attribute {node.attr!r} is not allowed")
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                if name not in MODULES:
-                    raise SandboxViolation(f"line {line}: import of {name!r} is not allowed; "
-                                           f"allowed modules: {', '.join(MODULES)}")
-            if isinstance(node, ast.ImportFrom) and any(alias.name == "*" or alias.name.startswith("_")
-                                                        for alias in node.names):
-                raise SandboxViolation(f"line {line}: import only public names, one by one")
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and any(n.startswith("__") for n in node.names):
-            raise SandboxViolation(f"line {line}: that name is not allowed")
-        if isinstance(node, ast.ClassDef) and node.keywords:
-            raise SandboxViolation(f"line {line}: class keywords (metaclass=...) are not allowed")
-    return tree
+def read_frame(fd: int, read=os.read) -> tuple[int, bytes] | None:
+    """``(seq, payload)`` of the next frame on ``fd``, or None when the other side closed it.
+    (Its tools are bound once, so code that patches ``os`` cannot break the channel.)"""
+    header = _read_exactly(fd, HEADER, read)
+    if header is None or header[:len(MAGIC)] != MAGIC:
+        return None
+    size = int.from_bytes(header[len(MAGIC):], "big")
+    body = _read_exactly(fd, size, read) if SEQ <= size <= MAX_FRAME else None
+    return None if body is None else (int.from_bytes(body[:SEQ], "big"), body[SEQ:])
 
 
-def _namespace(module: types.ModuleType) -> types.SimpleNamespace:
-    """The public functions, classes and constants of ``module``, without its sub-modules
-    (``string`` gives its constants only: its ``Formatter`` looks attributes up by name)."""
-    return types.SimpleNamespace(**{
-        name: value for name, value in vars(module).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
-        and (module.__name__ != "string" or isinstance(value, str))})
+def write_all(fd: int, data: bytes, write=os.write) -> None:
+    while data:
+        data = data[write(fd, data):]
 
 
-class _Output:
-    """stdout and stderr of the code, kept up to ``limit`` characters."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.parts, self.size, self.cut = limit, [], 0, False
-
-    def write(self, text: str) -> int:
-        text = str(text)
-        room = self.limit - self.size
-        if len(text) > room:
-            text, self.cut = text[:max(room, 0)], True
-        if text:
-            self.parts.append(text)
-            self.size += len(text)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def text(self) -> str:
-        suffix = f"\n[output truncated to {self.limit} characters]" if self.cut else ""
-        return "".join(self.parts) + suffix
+def _read_exactly(fd: int, size: int, read) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = read(fd, size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
 
 
-class Session:
-    """One sandboxed interpreter session: variables persist from one ``run`` to the next."""
+def _limit(memory: int, processes: int, file_size: int) -> None:
+    import resource
 
-    def __init__(self, max_output: int) -> None:
-        self.max_output = max_output
-        self.reset()
-
-    def reset(self) -> None:
-        import random
-
-        modules = {name: _namespace(__import__(name)) for name in MODULES if name != "random"}
-        rng = random.Random()
-        modules["random"] = types.SimpleNamespace(**{name: getattr(rng, name) for name in dir(rng)
-                                                     if not name.startswith("_") and callable(getattr(rng, name))})
-        self.modules = modules
-        self.output = _Output(self.max_output)
-        safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
-        safe["print"] = self._print
-        safe["__import__"] = self._import
-        safe["__build_class__"] = builtins.__build_class__  # class statements need it
-        self.globals: dict = {"__builtins__": safe, "__name__": "__sandbox__"}
-
-    def _print(self, *args: object, sep: str | None = " ", end: str | None = "\n", **_: object) -> None:
-        sep = " " if sep is None else str(sep)
-        end = "\n" if end is None else str(end)
-        self.output.write(sep.join(map(str, args)) + end)
-
-    def _import(self, name: str, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
-        if level or name not in self.modules:
-            raise ImportError(f"import of {name!r} is not allowed")
-        return self.modules[name]
-
-    def run(self, source: str) -> str:
-        self.output = _Output(self.max_output)
-        try:
-            code = compile(check(source), "<sandbox>", "exec")
-            exec(code, self.globals)  # noqa: S102 - checked above, restricted builtins
-        except SandboxViolation as error:
-            self.output.write(f"SandboxViolation: {error}\n")
-        except BaseException as error:  # the code's own error, reported like Python does
-            self.output.write(_traceback(error))
-        return self.output.text()
+    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_NPROC, processes),
+                         (resource.RLIMIT_FSIZE, file_size), (resource.RLIMIT_CORE, 0)):
+        if value >= 0:
+            resource.setrlimit(limit, (value, value))
 
 
 def _traceback(error: BaseException) -> str:
-    """The traceback of an error in the code, its own frames only."""
-    lines: list[str] = []
-    repeats = 0
-    for frame in traceback.extract_tb(error.__traceback__):
-        if frame.filename != "<sandbox>":
-            continue
-        line = f"  line {frame.lineno}\n"
-        if lines and lines[-1] == line:
-            repeats += 1
-            continue
-        if repeats:
-            lines.append(f"  [previous line repeated {repeats} more times]\n")
-            repeats = 0
-        lines.append(line)
-    if repeats:
-        lines.append(f"  [previous line repeated {repeats} more times]\n")
-    head = ["Traceback (most recent call last):\n", *lines] if lines else []
+    """The traceback of an error in the code, its own frames only (this file's are noise)."""
+    import traceback  # here, not at the start: it imports re and more, a cost to every jail's start
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
+    head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
     return "".join(head + traceback.format_exception_only(type(error), error))
 
 
-def _limit(memory: int) -> None:
-    import resource
-
-    # CPU: a backstop for a process whose parent died while its code spun (the parent's
-    # per-call time limit kills it long before)
-    for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
-                         (resource.RLIMIT_NPROC, 0), (resource.RLIMIT_CPU, 3600)):
-        try:
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass  # a limit this system does not have (or already lower)
-
-
 def main() -> None:
-    memory, max_output = int(sys.argv[1]), int(sys.argv[2])
-    stdin, stdout = sys.stdin, sys.__stdout__
-    session = Session(max_output)  # imports the allowed modules before the limits
-    _limit(memory)
-    sys.stdout = sys.stderr = session.output  # stray writes go nowhere the parent reads
-    sys.setrecursionlimit(400)  # a deep recursion is a RecursionError well before the C stack ends
-    for line in stdin:
+    options: dict[str, list[str]] = {}  # argparse would cost the start of every jail (it imports re)
+    for flag, value in zip(sys.argv[1::2], sys.argv[2::2], strict=True):
+        options.setdefault(flag.removeprefix("--"), []).append(value)
+    fd_in, fd_out = int(options["in"][0]), int(options["out"][0])
+    requests, replies = os.dup(fd_in), os.dup(fd_out)  # not inheritable: children never get them
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(1, 2)
+    for fd in {fd_in, fd_out, devnull} - {0, 1, 2}:
+        os.close(fd)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the code's stdin for its whole life
+    # unbuffered, on one descriptor: print, os.write(1, ...) and children's output stay in order
+    sys.stdout = sys.stderr = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                               errors="backslashreplace", write_through=True)
+    sys.path.extend(options.get("site", []))
+    sys.argv = [""]
+    _limit(*(int(options.get(name, ["-1"])[0]) for name in ("memory", "processes", "file-size")))
+    main_module = types.ModuleType("__main__")  # the code's own module: pickle, import __main__ see it
+    main_module.__builtins__ = __builtins__
+    sys.modules["__main__"] = main_module
+    namespace, exit_now = main_module.__dict__, os._exit
+    write_all(replies, frame(0))  # hello: the time limit of the first request starts now
+    while True:
+        request = read_frame(requests)
+        if request is None:  # the parent closed the channel or died: nothing more to do
+            exit_now(0)
+        seq, code = request
         try:
-            request = json.loads(line)
-            if request.get("reset"):
-                session.reset()
-                output = ""
-            else:
-                output = session.run(str(request["code"]))
-            sys.stdout = sys.stderr = session.output
-            reply = json.dumps({"output": output})
-        except MemoryError:
-            session.globals.clear()  # whatever filled memory goes, or no reply could be built
-            reply = json.dumps({"output": "MemoryError: the code used more memory than allowed\n"})
-        stdout.write(reply + "\n")
-        stdout.flush()
+            exec(compile(code.decode("utf-8", "surrogatepass"), "<sandbox>", "exec"), namespace)  # noqa: S102 - the jail is the boundary
+        except BaseException as error:  # the code's own error (SystemExit too), reported like Python does
+            try:
+                sys.stdout.flush()
+                sys.stderr.write(_traceback(error))
+            except BaseException:  # a broken stderr (closed by the code) must not end the session
+                pass
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        write_all(replies, frame(seq))
 
 
 if __name__ == "__main__":
