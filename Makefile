@@ -4,7 +4,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak
+.PHONY: test demo bench lint clean soak sysdeps
+
+# Debian packages the tests need: headless Chromium and its driver for the arena-view page tests.
+SYSTEM_PACKAGES := chromium chromium-driver
+
+# Installs only what is missing, running `apt-get update` once first (no-op on a ready machine).
+sysdeps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update && apt-get install -y $$missing; fi
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +26,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: sysdeps lint
 	$(PY) -m pytest
 
-demo: $(STAMP)
+demo: sysdeps $(STAMP)
 	$(PY) -m arena_envs.demo
 
 # The fuzz and property suites round after round in one process for SOAK_MINUTES, the resident

@@ -10,7 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from arena_envs.crafting import Crafting
-from arena_envs.render import INK, NEUTRAL_COLOUR, TEAM_COLOURS, Canvas, Colour, default_status, lighter
+from arena_envs.render import (
+    INK,
+    NEUTRAL_COLOUR,
+    TEAM_COLOURS,
+    Canvas,
+    Colour,
+    LegendEntry,
+    TextGrid,
+    default_status,
+    lighter,
+)
 from arena_envs.team_capture import BLUE, NEUTRAL, RED, TeamCapture
 from arena_envs.world import WorldState
 
@@ -40,8 +50,11 @@ class CraftingScene:
         if s.craft_left[world, 0] > 0:
             recipe = scenario.params.recipes[s.craft_recipe[world, 0]]
             done = recipe.ticks - s.craft_left[world, 0]
-            pieces.append((f"  {recipe.name} {done}/{recipe.ticks}", CRAFTING_COLOUR))
+            pieces.append((f" · making {recipe.name} {done}/{recipe.ticks}", CRAFTING_COLOUR))
         return pieces
+
+    def legend(self, scenario: Crafting) -> list[LegendEntry]:
+        return [LegendEntry("crafting", CRAFTING_COLOUR, "ring")]
 
 
 class TeamCaptureScene:
@@ -68,5 +81,17 @@ class TeamCaptureScene:
     def status(self, scenario: TeamCapture, s: WorldState, world: int) -> list[tuple[str, Colour]]:
         """Tick, then each team's score in its colour."""
         score = s.extra["score"][world]
-        return [(f"T:{int(s.tick[world])}", INK), (f"  BLUE {score[BLUE]:.0f}", TEAM_COLOURS[BLUE]),
-                (f"  RED {score[RED]:.0f}", TEAM_COLOURS[RED])]
+        return [(f"tick {int(s.tick[world])} · ", INK), (f"blue {score[BLUE]:.0f}", TEAM_COLOURS[BLUE]),
+                (" · ", INK), (f"red {score[RED]:.0f}", TEAM_COLOURS[RED])]
+
+    def legend(self, scenario: TeamCapture) -> list[LegendEntry]:
+        """Capture points by owner (as the text map marks their ground too), and a capture under way."""
+        owners = (("neutral", NEUTRAL_COLOUR, ":"), ("blue", TEAM_COLOURS[BLUE], "b"), ("red", TEAM_COLOURS[RED], "r"))
+        return [*(LegendEntry(f"{name} point", colour, "zone", char, lighter(colour, 0.7))
+                  for name, colour, char in owners),
+                LegendEntry("capturing", lighter(TEAM_COLOURS[BLUE], 0.3), "disc")]
+
+    def text(self, grid: TextGrid, scenario: TeamCapture, s: WorldState, world: int) -> None:
+        """Each capture point's ground in its owner's character."""
+        for x, z, held_by in zip(scenario.point_x, scenario.point_z, s.extra["point_owner"][world], strict=True):
+            grid.disc(x, z, scenario.params.capture_radius, ":" if held_by == NEUTRAL else "br"[held_by])

@@ -142,7 +142,7 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
     act = policy(envs, env_id, make_agent, make_opponent)
     agents = len(getattr(native, "agents", None) or ()) or None
     obs, info = envs.reset(seed=seed)
-    frames = [native.frame(0, pixels=256)]
+    frames = [native.frame(0)]
     lines = []
     for tick in range(1, 100_000):
         action = act(obs)
@@ -157,7 +157,7 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
             "info": {k: round(float(v[0]), 3) for k, v in info.items() if not k.startswith("_")}}))
         done = np.ravel(terminated | truncated)[0]
         if tick % every == 0 or done:
-            frames.append(native.frame(0, pixels=256))
+            frames.append(native.frame(0))
         if done:
             break
     envs.close()
