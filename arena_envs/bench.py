@@ -307,6 +307,13 @@ def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float,
     return [(labels[w], best[w], "env-steps/s") for w in labels]
 
 
+def recording_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """Recorded episode sizes, and a vector env's steps/s with RecordEpisodes on and off."""
+    from arena_envs.wrappers.record_bench import recording_rows as rows
+
+    return rows(seconds)
+
+
 def chat_rows(seconds: float) -> list[tuple[str, float, str]]:
     """Chat steps/s of 256 concurrent chat sessions via a local OpenAI-compatible server, and the
     environment's share of that time (see :mod:`arena_envs.llm.bench`)."""
@@ -327,6 +334,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "sharded": sharded_rows,
     "reference": reference_rows,
     "serve": serve_rows,
+    "recording": recording_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -347,6 +355,7 @@ RATIOS = (
     ("Serve foraging 256 sessions: OpenEnv server doing no work", "Serve foraging 256 sessions: stock OpenEnv server"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: OpenEnv server doing no work"),
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock server, envs stepped inline"),
+    ("Foraging native batch B=64, RecordEpisodes on", "Foraging native batch B=64, RecordEpisodes off"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )
