@@ -311,7 +311,7 @@ def recording_rows(seconds: float) -> list[tuple[str, float, str]]:
     """Recorded episode sizes, and a vector env's steps/s with RecordEpisodes on and off."""
     from arena_envs.wrappers.record_bench import recording_rows as rows
 
-    return rows(seconds)
+    return rows(seconds, _rate)
 
 
 def chat_rows(seconds: float) -> list[tuple[str, float, str]]:

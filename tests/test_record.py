@@ -137,3 +137,14 @@ def test_arena_eval_record_writes_every_episode_of_every_row(tmp_path):
     assert all(e["source"] == "arena-eval" for e in episodes)
     scripted = [e for e in episodes if e["agent"] == "scripted"]
     assert all(e["summary"]["success"] for e in scripted)
+
+
+def test_arena_bench_recording_rows_measure_sizes_and_both_ways(capsys):
+    from arena_envs import bench
+
+    rows = {name: rate for name, rate, _ in bench.run(["--seconds", "0.05", "--only", "recording"])}
+    sizes = [rate for name, rate in rows.items() if name.startswith("Recording:")]
+    assert len(sizes) == 4 and all(size > 1000 for size in sizes)
+    assert rows["Foraging native batch B=64, RecordEpisodes on"] > 0
+    assert rows["Foraging native batch B=64, RecordEpisodes off"] > 0
+    assert "RecordEpisodes on / Foraging native batch B=64, RecordEpisodes off" in capsys.readouterr().out

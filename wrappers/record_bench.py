@@ -5,7 +5,9 @@ episode (JSON Lines, and gzipped) and the steps/s of a vector env with and witho
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
@@ -31,9 +33,9 @@ def episode_bytes(make_env, compress: bool) -> float:
         return path.stat().st_size / ticks * TICKS
 
 
-def recording_rows(seconds: float, num_envs: int = 64) -> list[tuple[str, float, str]]:
-    from arena_envs.bench import _rate
-
+def recording_rows(seconds: float, rate_of: Callable[[Callable[[int], Any], int, float], float],
+                   num_envs: int = 64) -> list[tuple[str, float, str]]:
+    """The rows; ``rate_of(step, units_per_step, seconds)`` is arena-bench's timer."""
     makers = {"Foraging": lambda: gym.make_vec("arena_envs/Foraging-v0", num_envs=4, max_ticks=TICKS),
               "Team capture 2v2": lambda: team_capture_v0.vector_env(num_envs=4, max_cycles=TICKS)}
     rows = [(f"Recording: {name} {TICKS}-tick episode{', gzip' if gz else ''}", episode_bytes(make, gz), "bytes")
@@ -46,7 +48,7 @@ def recording_rows(seconds: float, num_envs: int = 64) -> list[tuple[str, float,
             envs.reset(seed=0)
             envs.action_space.seed(0)
             pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
-            rate = _rate(lambda i, envs=envs, pool=pool: envs.step(pool[i % ACTION_POOL]), num_envs, seconds)
+            rate = rate_of(lambda i, envs=envs, pool=pool: envs.step(pool[i % ACTION_POOL]), num_envs, seconds)
             envs.close()
             rows.append((f"Foraging native batch B={num_envs}, RecordEpisodes {label}", rate, "env-steps/s"))
     return rows
