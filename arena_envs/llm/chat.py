@@ -38,6 +38,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from arena_envs.llm.parsers import ParsedCall, parse_reply
@@ -416,8 +417,13 @@ class ChatPool:
 
     def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, max_calls: int = 8,
                  on_no_call: str = "continue", wait_ticks: int = 0, max_turns: int | None = None,
-                 **env_kwargs: Any):
+                 record: str | Path | None = None, **env_kwargs: Any):
         self.env_id, self.size, self.env_kwargs = env_id, size, env_kwargs
+        self.recording = None  # with record=DIR, every episode goes to DIR/episodes.jsonl (arena_envs.llm.record)
+        if record is not None:
+            from arena_envs.wrappers.record import EPISODES_FILE, EpisodeFile
+
+            self.recording = EpisodeFile(Path(record) / EPISODES_FILE)
         self.options = {"max_calls": max_calls, "on_no_call": on_no_call, "wait_ticks": wait_ticks,
                         "max_turns": max_turns}
         self.scenario = scenario_name(env_id)
@@ -433,11 +439,17 @@ class ChatPool:
     def session(self) -> ChatSession:
         """A new session (it takes a world at its first ``reset`` and frees it at ``close``)."""
         self._count += 1
-        if self.tool_pool is None:
-            backend: Backend = HuntBackend(**self.env_kwargs)
+        if self.tool_pool is None:  # a recorded hunt also draws its explored tree
+            backend: Backend = HuntBackend(**self.env_kwargs, **({"render_mode": "ansi"} if self.recording else {}))
         else:
             backend = PoolBackend(self.tool_pool, id=f"chat-{self._count}")
-        return ChatSession(backend, **self.options)
+        if self.recording is None:
+            return ChatSession(backend, **self.options)
+        from arena_envs.llm.record import RecordingBackend
+
+        recorder = RecordingBackend(backend, self.recording, self.env_id)
+        recorder.session = session = ChatSession(recorder, **self.options)
+        return session
 
 
 class ChatBatch:

@@ -86,6 +86,7 @@ async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, ind
         record.score = float(info.get("score", 0.0) or 0.0)
         record.turns, record.steps = session.turn, session.ticks
         record.formats, record.invalid_calls, record.usage = dict(formats), dict(invalid), dict(usage)
+        session.error = record.error  # for a recording backend, which writes the episode at close
         await session.close()
     return record
 
