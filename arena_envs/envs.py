@@ -106,8 +106,7 @@ class ArenaEnv(gym.Env):
     def render(self) -> np.ndarray | str | None:
         """The world seen from above: an (H, W, 3) uint8 frame (``"rgb_array"``), a text map
         (``"ansi"``), or shown in a window (``"human"``, called by ``reset`` and ``step``)."""
-        return self.renderer.render(lambda: render_frame(self.scenario, self.state, 0, self.scene),
-                                    lambda: text_map(self.scenario, self.state, 0, self.scene))
+        return self.renderer.render_world(self.scenario, self.state, self.scene)
 
     def close(self) -> None:
         self.renderer.close()

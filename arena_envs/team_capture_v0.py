@@ -37,7 +37,7 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch
 from arena_envs.envs import RENDER_METADATA, ArenaVectorEnv
-from arena_envs.render import Renderer, render_frame, text_map
+from arena_envs.render import Renderer
 from arena_envs.scenes import TeamCaptureScene
 from arena_envs.sharded import ShardedVectorEnv
 from arena_envs.team_capture import TeamCaptureParams, make_scenario
@@ -117,8 +117,7 @@ class TeamCaptureParallelEnv(ParallelEnv):
     def render(self) -> np.ndarray | str | None:
         """The field seen from above: an (H, W, 3) uint8 frame (``"rgb_array"``), a text map
         (``"ansi"``), or shown in a window (``"human"``, called by ``reset`` and ``step``)."""
-        return self.renderer.render(lambda: render_frame(self.scenario, self.world, 0, self.scene),
-                                    lambda: text_map(self.scenario, self.world, 0, self.scene))
+        return self.renderer.render_world(self.scenario, self.world, self.scene)
 
     def close(self) -> None:
         self.renderer.close()

@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from arena_envs.render.frame import render_frame
+from arena_envs.render.text import text_map
+
 RENDER_MODES = ["human", "rgb_array", "ansi"]  # what every 2D world supports, in every form
 RENDER_FPS = 10
 PYGAME_HINT = "render_mode='human' needs pygame: pip install -e '.[render]' (or pip install pygame)"
@@ -103,6 +106,11 @@ class Renderer:
         if self.window is not None:
             self.window.show(frame())
         return None
+
+    def render_world(self, scenario: Any, state: Any, scene: Any = None, world: int = 0) -> np.ndarray | str | None:
+        """:meth:`render` of world ``world`` of a batch: its frame, or its text map."""
+        return self.render(lambda: render_frame(scenario, state, world, scene),
+                           lambda: text_map(scenario, state, world, scene))
 
     def close(self) -> None:
         if self.window is not None:
