@@ -22,6 +22,7 @@ FORMAT = "arena-episode/1"
 # other key is an event of that tick only (a tool call, its result, a message, a reward)
 CARRIED = ("pos", "target", "health", "alive", "entities", "obstacles", "info", "points", "score",
            "inventory", "craft", "view", "cwd")
+_CARRIED = frozenset(CARRIED)
 
 
 def world_header(scenario: Any, scene: Scene | None = None) -> dict[str, Any]:
@@ -115,6 +116,11 @@ def world_tick(scenario: Any, state: Any, world: int = 0, scene: Scene | None = 
 def changed(tick: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
     """``tick`` without the carried keys whose value is the one in ``last``, which is brought up
     to date (``last`` holds the latest value of every carried key of an episode)."""
-    same = [k for k, v in tick.items() if k in CARRIED and k in last and last[k] == v]
-    last.update((k, v) for k, v in tick.items() if k in CARRIED)
-    return {k: v for k, v in tick.items() if k not in same}
+    out = {}
+    for key, value in tick.items():
+        if key in _CARRIED:
+            if key in last and last[key] == value:
+                continue
+            last[key] = value
+        out[key] = value
+    return out
