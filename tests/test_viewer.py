@@ -152,10 +152,11 @@ def test_a_foraging_rollout_draws_and_scrubbing_moves_the_agent(browser, served,
     (zoomed,) = agents_drawn(browser)
     assert zoomed != middle and drawn_colour(browser, *zoomed) == [40, 90, 220]
     browser.find_element(By.ID, "zoom-fit").click()
+    browser.find_element(By.ID, "play").click()  # playback moves on by itself
+    WebDriverWait(browser, 20).until(
+        lambda d: int(d.find_element(By.ID, "scrubber").get_attribute("value")) > last // 2 + 2)
     browser.find_element(By.ID, "play").click()
-    time.sleep(0.5)  # playback at 10 ticks/s: it moves on by itself
-    browser.find_element(By.ID, "play").click()
-    assert int(browser.find_element(By.ID, "scrubber").get_attribute("value")) > last // 2
+    assert browser.find_element(By.ID, "play").text == "play"
     scrub_to(browser, 60)
     assert browser.save_screenshot(str(images / "arena_view_foraging.png"))
 
