@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: test demo bench lint clean soak sysdeps
 
-# Debian packages the tests and the demo need (bubblewrap: the code sandbox's jail). Installed
-# only when one is missing; `apt-get update` runs once, then.
-SYSTEM_PACKAGES := bubblewrap
+# Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
+# runs once, then): bubblewrap for the code sandbox's jail, headless Chromium and its driver for the
+# arena-view page tests.
+SYSTEM_PACKAGES := bubblewrap chromium chromium-driver
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

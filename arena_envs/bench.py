@@ -315,6 +315,13 @@ def sandbox_rows(seconds: float) -> list[tuple[str, float, str]]:
     return bench_rows(seconds)
 
 
+def recording_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """Recorded episode sizes, and a vector env's steps/s with RecordEpisodes on and off."""
+    from arena_envs.wrappers.record_bench import recording_rows as rows
+
+    return rows(seconds, _rate)
+
+
 def chat_rows(seconds: float) -> list[tuple[str, float, str]]:
     """Chat steps/s of 256 concurrent chat sessions via a local OpenAI-compatible server, and the
     environment's share of that time (see :mod:`arena_envs.llm.bench`)."""
@@ -336,6 +343,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "reference": reference_rows,
     "serve": serve_rows,
     "sandbox": sandbox_rows,
+    "recording": recording_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -359,6 +367,7 @@ RATIOS = (
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: subprocess per call"),
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: no jail"),
     ("Sandbox cold start of an id: bwrap jail, p50", "Sandbox cold start of an id: subprocess per call, p50"),
+    ("Foraging native batch B=64, RecordEpisodes on", "Foraging native batch B=64, RecordEpisodes off"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )

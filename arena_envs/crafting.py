@@ -91,10 +91,11 @@ intermediates one goal needs): a torch costs 2, a second iron ingot 2. Also
 
 ## Rendering
 
-``render_mode="rgb_array"``: stations are labelled squares with a mark of their type's
-colour; the one being worked at gets an outline, the recipe's name and a progress bar;
-the inventory is listed top left; the status line shows tick, score, health and the craft
-in progress (ticks done of the recipe's).
+``render_mode`` ``"rgb_array"``, ``"ansi"`` (a text map) or ``"human"`` (a window):
+stations are labelled squares with a mark of their type's colour; the one being worked
+at gets an outline, the recipe's name and a progress bar; the inventory is listed top
+left; the status line shows tick, score, health and the craft in progress (ticks done of
+the recipe's); a legend strip names every symbol.
 
 ## Arguments
 

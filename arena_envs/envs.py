@@ -27,12 +27,12 @@ from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch, Rules, reset_mask, row, world_seeds
 from arena_envs.crafting import Crafting
 from arena_envs.foraging import Foraging
-from arena_envs.render import Scene, render_frame, tile
+from arena_envs.render import MAP_PIXELS, RENDER_FPS, RENDER_MODES, Renderer, Scene, render_frame, text_map, tile
 from arena_envs.scenes import CraftingScene, TeamCaptureScene
 from arena_envs.team_capture import make_scenario as team_capture
 from arena_envs.world import ToolActions
 
-RENDER_METADATA: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 10}
+RENDER_METADATA: dict[str, Any] = {"render_modes": RENDER_MODES, "render_fps": RENDER_FPS}
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,8 @@ def build(scenario: str | Rules, **kwargs: Any) -> tuple[Any, Scene | None, bool
     return rules, entry.scene(rules), entry.multi_agent
 
 
-def check_render_mode(render_mode: str | None, metadata: dict[str, Any]) -> None:
-    if render_mode is not None and render_mode not in metadata["render_modes"]:
-        raise ValueError(f"render_mode must be None or one of {metadata['render_modes']}, got {render_mode!r}")
+def name_of(scenario: str | Rules) -> str:
+    return scenario if isinstance(scenario, str) else type(scenario).__name__
 
 
 class ArenaEnv(gym.Env):
@@ -75,7 +74,7 @@ class ArenaEnv(gym.Env):
     metadata: dict[str, Any] = RENDER_METADATA
 
     def __init__(self, scenario: str | Rules = "foraging", render_mode: str | None = None, **kwargs: Any):
-        check_render_mode(render_mode, self.metadata)
+        self.renderer = Renderer(render_mode, self.metadata, f"arena_envs: {name_of(scenario)}")
         rules, self.scene, multi_agent = build(scenario, **kwargs)
         if multi_agent:
             raise ValueError(f"{scenario!r} has several agents per world: use its PettingZoo or vector env")
@@ -89,20 +88,28 @@ class ArenaEnv(gym.Env):
         super().reset(seed=seed)
         self.batch.rngs[0] = self.np_random  # Gymnasium's generator for this env is the world's
         self.batch.reset()
+        if self.render_mode == "human":
+            self.render()
         return row(self.batch.observe(), 0), self._info()
 
     def step(self, action: Any):
         actions = action if isinstance(action, ToolActions) else decode_actions(
             action, (1,), self.action_space, self.scenario.params, single=True)
         reward, terminated, truncated = self.batch.step(actions)
+        if self.render_mode == "human":
+            self.render()
         return row(self.batch.observe(), 0), float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._info()
 
     def _info(self) -> dict[str, Any]:
         return {k: v.item() for k, v in self.batch.scenario.info(self.state).items()}  # (1,) arrays: a batch of one
 
-    def render(self) -> np.ndarray | None:
-        """The world seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
-        return render_frame(self.scenario, self.state, 0, self.scene) if self.render_mode == "rgb_array" else None
+    def render(self) -> np.ndarray | str | None:
+        """The world seen from above: an (H, W, 3) uint8 frame (``"rgb_array"``), a text map
+        (``"ansi"``), or shown in a window (``"human"``, called by ``reset`` and ``step``)."""
+        return self.renderer.render_world(self.scenario, self.state, self.scene)
+
+    def close(self) -> None:
+        self.renderer.close()
 
 
 class ArenaVectorEnv(VectorEnv):
@@ -122,7 +129,7 @@ class ArenaVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, scenario: str | Rules = "foraging",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                  render_mode: str | None = None, **kwargs: Any):
-        check_render_mode(render_mode, self.metadata)
+        self.renderer = Renderer(render_mode, self.metadata, f"arena_envs: {num_envs} x {name_of(scenario)}")
         rules, self.scene, multi_agent = build(scenario, **kwargs)
         self.batch = Batch(rules, num_envs, autoreset_mode)
         self.scenario, self.state = rules, self.batch.state
@@ -144,12 +151,16 @@ class ArenaVectorEnv(VectorEnv):
         seeds = world_seeds(seed, self.num_envs)
         index = np.flatnonzero(mask)
         self.batch.reset(index, [seeds[i] for i in index])
+        if self.render_mode == "human":
+            self.render()
         return self.batch.observe(), self.batch.info(mask)
 
     def step(self, actions: Any):
         obs, reward, terminated, truncated, info = self.batch.autostep(self.decode(actions))
         if self.agents:  # every agent of a world ends with it
             terminated, truncated = (np.repeat(end[:, None], len(self.agents), 1) for end in (terminated, truncated))
+        if self.render_mode == "human":
+            self.render()
         return obs, reward.astype(np.float64), terminated, truncated, info
 
     # -- observations written in place (what a worker of ShardedVectorEnv uses) ------------
@@ -182,15 +193,23 @@ class ArenaVectorEnv(VectorEnv):
             return actions
         return decode_actions(actions, self._shape, self.scenario.action_space, self.scenario.params)
 
-    def frame(self, world: int = 0, pixels: int = 384) -> np.ndarray:
+    def frame(self, world: int = 0, pixels: int = MAP_PIXELS) -> np.ndarray:
         """World ``world`` seen from above as an (H, W, 3) uint8 image."""
         return render_frame(self.scenario, self.state, world, self.scene, pixels)
 
-    def render(self) -> np.ndarray | None:
-        """The first few worlds tiled in one uint8 frame (``render_mode="rgb_array"``)."""
-        if self.render_mode != "rgb_array":
-            return None
-        return tile([self.frame(b) for b in range(min(self.render_worlds, self.num_envs))])
+    def text(self, world: int = 0) -> str:
+        """World ``world`` as a character map with its status and legend lines."""
+        return text_map(self.scenario, self.state, world, self.scene)
+
+    def render(self) -> np.ndarray | str | None:
+        """The first few worlds: tiled in one uint8 frame (``"rgb_array"``), their text maps one
+        after another (``"ansi"``), or the tiled frame in a window (``"human"``)."""
+        shown = range(min(self.render_worlds, self.num_envs))
+        return self.renderer.render(lambda: tile([self.frame(b) for b in shown]),
+                                    lambda: "\n\n".join(f"world {b}\n{self.text(b)}" for b in shown))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.renderer.close()
 
 
 # -- registration: one factory for every scenario ---------------------------------------------

@@ -82,11 +82,11 @@ Every agent terminates when a team reaches ``win_score``; every agent truncates 
 
 ## Rendering
 
-``render_mode="rgb_array"`` (every form; the vector env tiles its first four worlds): the
-field from above, capture zones filled and ringed in the owner's colour (grey while
+``render_mode`` ``"rgb_array"``, ``"ansi"`` or ``"human"`` (every form; the vector env shows
+its first four worlds): the field from above, capture zones filled and ringed in the owner's colour (grey while
 neutral) with the capture in progress as a wedge of the capturing team's colour sweeping
 clockwise, agents in their team's colour with their movement target and a ring at
-``enemy_radius``, and a status line with the tick and both scores.
+``enemy_radius``, a status line with the tick and both scores, and a legend strip.
 
 ## Arguments
 

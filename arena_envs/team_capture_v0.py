@@ -13,8 +13,9 @@ last agent has moved) and ``env`` the same with PettingZoo's order enforcement.
 self-play training uses (``gym.make_vec("arena_envs/TeamCapture-v0", num_envs=N)`` makes
 the same). All sit on one batch engine, so they agree step for step (world ``i`` of
 ``vector_env`` reset with seed ``s`` plays exactly like ``parallel_env`` reset with seed
-``s + i``). Each takes ``render_mode="rgb_array"`` (the vector env tiles its first four
-worlds). The rules, spaces and arguments are documented in :mod:`arena_envs.team_capture`.
+``s + i``). Each takes ``render_mode`` ``"rgb_array"``, ``"ansi"`` (a text map) or ``"human"``
+(a pygame window; the vector env shows its first four worlds). The rules, spaces and
+arguments are documented in :mod:`arena_envs.team_capture`.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch
-from arena_envs.envs import ArenaVectorEnv, check_render_mode
-from arena_envs.render import render_frame
+from arena_envs.envs import RENDER_METADATA, ArenaVectorEnv
+from arena_envs.render import Renderer
 from arena_envs.scenes import TeamCaptureScene
 from arena_envs.sharded import ShardedVectorEnv
 from arena_envs.team_capture import TeamCaptureParams, make_scenario
@@ -54,12 +55,11 @@ class TeamCaptureParallelEnv(ParallelEnv):
     of the chosen tool gives that agent ``INVALID_PARAMS``.
     """
 
-    metadata: dict[str, Any] = {"name": "team_capture_v0", "render_modes": ["rgb_array"], "render_fps": 10,
-                                "is_parallelizable": True}
+    metadata: dict[str, Any] = {"name": "team_capture_v0", **RENDER_METADATA, "is_parallelizable": True}
 
     def __init__(self, agents_per_team: int | None = None, max_cycles: int | None = None,
                  render_mode: str | None = None, params: TeamCaptureParams | None = None, **kwargs: Any):
-        check_render_mode(render_mode, self.metadata)
+        self.renderer = Renderer(render_mode, self.metadata, "arena_envs: team_capture_v0")
         self.scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
         self.scene = TeamCaptureScene(self.scenario)
         self.batch = Batch(self.scenario, 1)
@@ -83,6 +83,8 @@ class TeamCaptureParallelEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         self.batch.reset(seeds=[seed])
         self.agents = self.possible_agents[:]
+        if self.render_mode == "human":
+            self.render()
         return self._observations(), self._infos()
 
     def step(self, actions: Mapping[str, Any] | ToolActions):
@@ -97,6 +99,8 @@ class TeamCaptureParallelEnv(ParallelEnv):
         truncations = dict.fromkeys(self.agents, bool(truncated[0]))
         if terminated[0] or truncated[0]:
             self.agents = []
+        if self.render_mode == "human":
+            self.render()
         return observations, rewards, terminations, truncations, infos
 
     def decode(self, agent: str, action: Any) -> ToolActions:
@@ -110,14 +114,13 @@ class TeamCaptureParallelEnv(ParallelEnv):
         """The global view (``state_space``): positions, points, scores, ticks left."""
         return self.scenario.global_state(self.world)[0]
 
-    def render(self) -> np.ndarray | None:
-        """The field seen from above as an (H, W, 3) uint8 frame (``render_mode="rgb_array"``)."""
-        if self.render_mode != "rgb_array":
-            return None
-        return render_frame(self.scenario, self.world, 0, self.scene)
+    def render(self) -> np.ndarray | str | None:
+        """The field seen from above: an (H, W, 3) uint8 frame (``"rgb_array"``), a text map
+        (``"ansi"``), or shown in a window (``"human"``, called by ``reset`` and ``step``)."""
+        return self.renderer.render_world(self.scenario, self.world, self.scene)
 
     def close(self) -> None:
-        pass
+        self.renderer.close()
 
     def _decode(self, actions: Mapping[str, Any]) -> ToolActions:
         if not isinstance(actions, Mapping):

@@ -1,4 +1,5 @@
-"""Regenerate the README's frames: ``python docs/make_frames.py`` writes docs/*.png.
+"""Regenerate the README's frames: ``python docs/make_frames.py`` writes docs/*.png and
+docs/images/foraging_frame.png (the Foraging frame with its legend strip, for the rendering guide).
 
 Each frame is a seeded episode played by the scripted baselines, caught mid-way so that
 something is happening: the forager on its way to the next resource, and in team capture
@@ -43,8 +44,10 @@ def team_capture_frame(seed: int = 3, ticks: int = 45) -> np.ndarray:
 
 
 def main() -> None:
-    for name, frame in (("foraging", foraging_frame()), ("team_capture", team_capture_frame())):
-        path = HERE / f"{name}.png"
+    foraging = foraging_frame()
+    (HERE / "images").mkdir(exist_ok=True)
+    for path, frame in ((HERE / "foraging.png", foraging), (HERE / "team_capture.png", team_capture_frame()),
+                        (HERE / "images" / "foraging_frame.png", foraging)):
         Image.fromarray(frame).save(path, optimize=True)
         print(f"wrote {path}")
 

@@ -9,11 +9,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import RecordVideo
 from pettingzoo.test import render_test
+from pettingzoo.utils.conversions import parallel_to_aec
 from team_capture_helpers import POINT_XZ, POINTS, agent_action, random_actions
 
 import arena_envs  # noqa: F401  (registers the environments)
 from arena_envs import team_capture_v0
 from arena_envs.render import (
+    MAP_PIXELS,
     NEUTRAL_COLOUR,
     STATION_TYPE_COLOURS,
     STATUS_HEIGHT,
@@ -28,7 +30,12 @@ from arena_envs.team_capture import BLUE, RED, join_teams, split_teams
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-FRAME_SHAPE = (384 + STATUS_HEIGHT, 384, 3)
+MAP = MAP_PIXELS  # the map's rows; the status line and the legend strip follow
+
+
+def footer_of(frame: np.ndarray) -> np.ndarray:
+    """The status line of a frame (the rows between the map and the legend strip)."""
+    return frame[MAP:MAP + STATUS_HEIGHT]
 SCENARIOS = ("foraging", "crafting", "team_capture")
 
 
@@ -57,7 +64,7 @@ def play(scenario: str, ticks: int, seed: int = 0) -> list[np.ndarray]:
 
 def pixel(frame: np.ndarray, x: float, z: float, half_size: float) -> tuple[int, ...]:
     """The colour of the frame at world point (x, z)."""
-    scale = 384 / (2 * half_size)
+    scale = MAP / (2 * half_size)
     return tuple(int(c) for c in frame[int((z + half_size) * scale), int((x + half_size) * scale)])
 
 
@@ -68,9 +75,10 @@ def pixel(frame: np.ndarray, x: float, z: float, half_size: float) -> tuple[int,
 def test_frames_are_uint8_images_that_follow_the_world(scenario):
     frames = play(scenario, 20)
     for frame in frames:
-        assert frame.shape == FRAME_SHAPE and frame.dtype == np.uint8
+        assert frame.shape[1:] == (MAP, 3) and frame.shape[0] > MAP + STATUS_HEIGHT and frame.dtype == np.uint8
+        assert frame.shape == frames[0].shape
     assert not np.array_equal(frames[0], frames[10])  # the agents walked off
-    assert not np.array_equal(frames[0][384:], frames[1][384:])  # the tick on the status line moved on
+    assert not np.array_equal(footer_of(frames[0]), footer_of(frames[1]))  # the tick on the status line moved on
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -96,7 +104,7 @@ def test_crafting_stations_show_their_type_and_the_craft_in_progress():
     for x, z, kind in zip(state.ent_x[0, stations], state.ent_z[0, stations], state.ent_kind[0, stations],
                           strict=True):
         assert pixel(first, x, z, 20.0) == STATION_TYPE_COLOURS[scenario.params.station_types[kind]]
-    assert not (first == CRAFTING_COLOUR).all(-1).any()  # nothing is being made yet
+    assert not (first[:MAP] == CRAFTING_COLOUR).all(-1).any()  # nothing is being made yet (the legend shows the colour)
 
     crafter = ScriptedCrafter(scenario.params)
     while state.craft_left[0, 0] == 0:
@@ -105,9 +113,9 @@ def test_crafting_stations_show_their_type_and_the_craft_in_progress():
     station = stations.start + state.craft_station[0, 0]
     x, z = state.ent_x[0, station], state.ent_z[0, station]
     assert pixel(frame, x + 1.4, z, 20.0) == CRAFTING_COLOUR  # the outline of the station in use
-    assert (frame[384:] == CRAFTING_COLOUR).all(-1).any()  # the recipe and its progress on the status line
+    assert (footer_of(frame) == CRAFTING_COLOUR).all(-1).any()  # the recipe and its progress on the status line
     obs, *_ = env.step(crafter.act(obs))
-    assert not np.array_equal(env.render()[384:], frame[384:])  # one more tick of progress
+    assert not np.array_equal(footer_of(env.render()), footer_of(frame))  # one more tick of progress
 
 
 # -- team capture ----------------------------------------------------------------------------
@@ -140,24 +148,22 @@ def test_capture_zones_show_the_owner_and_the_capture_progress():
 def test_status_line_shows_each_team_score_in_its_colour():
     env = team_capture_v0.parallel_env(render_mode="rgb_array")
     env.reset(seed=0)
-    status = env.render()[384:]
+    status = footer_of(env.render())
     for colour in TEAM_COLOURS:
         assert (status == colour).all(-1).any()
     env.world.extra["score"][0] = (12.0, 3.0)
-    assert not np.array_equal(env.render()[384:], status)
+    assert not np.array_equal(footer_of(env.render()), status)
 
 
-def test_pettingzoo_render_test_passes_for_both_aec_forms():
-    for make in (team_capture_v0.env, team_capture_v0.raw_env):
-        def env_fn(render_mode=None, make=make):
-            # render_test first builds an env with render_mode="human" only to read
-            # metadata["render_modes"]; there is no window here, so that probe gets a plain env
-            return make(render_mode=None if render_mode == "human" else render_mode)
-
-        render_test(env_fn)
+def test_pettingzoo_render_test_passes_for_the_parallel_and_both_aec_forms(monkeypatch):
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # render_test opens the "human" window: off screen here
+    forms = {"env": team_capture_v0.env, "raw_env": team_capture_v0.raw_env,
+             "parallel_env": lambda **kwargs: parallel_to_aec(team_capture_v0.parallel_env(**kwargs))}
+    for make in forms.values():
+        render_test(make)
         aec = make(render_mode="rgb_array")
         aec.reset(seed=0)
-        assert aec.metadata["render_modes"] == ["rgb_array"] and aec.render().shape == FRAME_SHAPE
+        assert aec.metadata["render_modes"] == ["human", "rgb_array", "ansi"] and aec.render().shape[1] == MAP
 
 
 def test_vector_env_tiles_its_first_worlds_exactly_as_single_worlds_render_them():
@@ -174,7 +180,7 @@ def test_vector_env_tiles_its_first_worlds_exactly_as_single_worlds_render_them(
         for i, single in enumerate(singles):
             single.step({name: agent_action(actions, i, a) for a, name in enumerate(single.possible_agents)})
     grid = envs.render()
-    h, w, _ = FRAME_SHAPE
+    h, w, _ = singles[0].render().shape
     assert grid.shape == (2 * h + 2, 2 * w + 2, 3) and grid.dtype == np.uint8
     for i, single in enumerate(singles):
         row, column = divmod(i, 2)
@@ -189,9 +195,9 @@ def test_render_modes_of_team_capture():
     assert team_capture_v0.vector_env(num_envs=2).render() is None
     for make in (team_capture_v0.parallel_env, team_capture_v0.env, team_capture_v0.raw_env):
         with pytest.raises(ValueError, match="rgb_array"):
-            make(render_mode="human")
-    with pytest.raises(ValueError, match="rgb_array"):
-        team_capture_v0.vector_env(num_envs=2, render_mode="ansi")
+            make(render_mode="rgb")
+    with pytest.raises(ValueError, match="ansi"):
+        team_capture_v0.vector_env(num_envs=2, render_mode="text")
 
 
 # -- drawing primitives ----------------------------------------------------------------------

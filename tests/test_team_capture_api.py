@@ -52,9 +52,9 @@ def test_module_follows_pettingzoo_conventions():
     assert aec.metadata["name"] == "team_capture_v0"
     assert isinstance(team_capture_v0.vector_env(num_envs=2), TeamCaptureVectorEnv)
     with pytest.raises(ValueError, match="render"):
-        team_capture_v0.parallel_env(render_mode="human")
+        team_capture_v0.parallel_env(render_mode="window")
     with pytest.raises(ValueError, match="render"):
-        team_capture_v0.vector_env(num_envs=2, render_mode="ansi")
+        team_capture_v0.vector_env(num_envs=2, render_mode="text")
 
 
 def test_pettingzoo_registry_makes_both_forms():

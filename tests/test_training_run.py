@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image
 
+from arena_envs.render import MAP_PIXELS
 from arena_envs.training.common import CONFIG_DIR, load_config
 from arena_envs.training.evaluate import evaluate, read_progress
 from arena_envs.training.train import latest_checkpoint, train
@@ -84,6 +86,7 @@ def test_train_resume_and_evaluate_write_their_outputs(tmp_path, tiny_config, ca
         assert float(cells[2].split(" ± ")[0]) == pytest.approx(stats["score_mean"], abs=0.05)
     assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (run / "rollout.gif").read_bytes()[:6] == b"GIF89a"
+    assert Image.open(run / "rollout.gif").size[0] == MAP_PIXELS  # the default frame: 512 wide, with its legend
     ticks = [json.loads(line) for line in (run / "rollout.jsonl").read_text().splitlines()]
     assert 0 < len(ticks) <= 40 and set(ticks[0]) == {"tick", "agents", "reward", "info"}
     assert {"tool", "params", "result", "x", "z"} <= set(ticks[0]["agents"][0]) and "score" in ticks[-1]["info"]

@@ -217,14 +217,21 @@ def policy(envs: gym.vector.VectorEnv, env_id: str, make_agent: Callable[[Any], 
 
 def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episodes: int, seed: int,
          env_kwargs: dict[str, Any] | None = None,
-         make_opponent: Callable[[gym.vector.VectorEnv], Any] | None = None) -> dict[str, np.ndarray]:
+         make_opponent: Callable[[gym.vector.VectorEnv], Any] | None = None,
+         record: str | Path | None = None, label: str | None = None) -> dict[str, np.ndarray]:
     """One episode in each of ``episodes`` worlds of a native batch, seeded ``seed``, ``seed + 1``, ...
 
     In team capture the agent plays blue and ``make_opponent``'s agent red. Returns
     per-episode arrays: return (blue's in team capture: its score minus red's), score
-    (blue's), success (a win), length.
+    (blue's), success (a win), length. With ``record`` (a directory) every episode is also
+    written there for ``arena-view`` (:class:`~arena_envs.wrappers.record.RecordEpisodes`),
+    named ``label``.
     """
-    envs = make_native(env_id, episodes, AutoresetMode.SAME_STEP, **(env_kwargs or {}))
+    envs = make_native(env_id, episodes, AutoresetMode.NEXT_STEP, **(env_kwargs or {}))
+    if record is not None:
+        from arena_envs.wrappers.record import RecordEpisodes
+
+        envs = RecordEpisodes(envs, record, source="arena-eval", label=label)
     act = policy(envs, env_id, make_agent, make_opponent)
     team = envs.unwrapped.scenario.agents_per_team if is_team(env_id) else None
     obs, _ = envs.reset(seed=seed)
@@ -236,10 +243,9 @@ def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episode
         result["return"] += (reward[:, 0] if team else reward) * running
         result["length"] += running
         done = running & ((terminated | truncated)[:, 0] if team else terminated | truncated)
-        if done.any():
-            final = info["final_info"]
-            result["score"][done] = final["score"][done]
-            result["success"][done] = final["success"][done]
+        if done.any():  # autoreset on the next step: this step's info is the episode's last
+            result["score"][done] = info["score"][done]
+            result["success"][done] = info["success"][done]
             running &= ~done
     envs.close()
     return result

@@ -13,6 +13,9 @@ run directory, else ``runs/eval``) with:
     eval.md, eval.json          the table
     learning_curve.png          the run's curve over training, baselines as dashed lines
     rollout.gif, rollout.jsonl  with --rollout: one episode of the first row, tick by tick
+
+``--record DIR`` writes every episode played (every row) to ``DIR/episodes.jsonl`` for
+``arena-view DIR``: the states to redraw each tick, actions, results, rewards and info.
 """
 
 from __future__ import annotations
@@ -142,7 +145,7 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
     act = policy(envs, env_id, make_agent, make_opponent)
     agents = len(getattr(native, "agents", None) or ()) or None
     obs, info = envs.reset(seed=seed)
-    frames = [native.frame(0, pixels=256)]
+    frames = [native.frame(0)]
     lines = []
     for tick in range(1, 100_000):
         action = act(obs)
@@ -157,7 +160,7 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
             "info": {k: round(float(v[0]), 3) for k, v in info.items() if not k.startswith("_")}}))
         done = np.ravel(terminated | truncated)[0]
         if tick % every == 0 or done:
-            frames.append(native.frame(0, pixels=256))
+            frames.append(native.frame(0))
         if done:
             break
     envs.close()
@@ -186,6 +189,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")
     parser.add_argument("--out", help="where to write (default: the model's run directory, else runs/eval)")
     parser.add_argument("--rollout", action="store_true", help="also record one episode of the model")
+    parser.add_argument("--record", metavar="DIR", help="write every episode to DIR/episodes.jsonl for arena-view")
     return parser.parse_args(argv)
 
 
@@ -213,7 +217,8 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     def factory(spec):
         return agent_factory(spec, env_id, args.seed, not args.stochastic) if spec else None
 
-    results = {name: play(factory(spec), env_id, args.episodes, args.seed, env_kwargs, factory(rival))
+    results = {name: play(factory(spec), env_id, args.episodes, args.seed, env_kwargs, factory(rival),
+                          record=args.record, label=name)
                for name, (spec, rival) in matchups.items()}
     settings = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
     title = (f"{env_id} ({settings}), {args.episodes} episodes per row, seeds {args.seed}.."
@@ -235,6 +240,8 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     if args.rollout:
         spec, rival = next(iter(matchups.values()))
         written += record_rollout(factory(spec), env_id, args.seed, out, env_kwargs, factory(rival or "scripted"))
+    if args.record:
+        written.append(Path(args.record) / "episodes.jsonl")
     print("wrote " + ", ".join(str(p) for p in written))
     return summary
 

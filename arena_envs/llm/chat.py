@@ -39,6 +39,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
@@ -589,9 +590,15 @@ class ChatPool:
     Hunt sessions each play their own text env (there is nothing to batch).
     """
 
-    def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, **kwargs: Any):
+    def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, record: str | Path | None = None,
+                 **kwargs: Any):
         self.options = ChatOptions.pop(kwargs)  # the chat options (ChatOptions' fields); the rest is the env's
         self.env_id, self.size, self.env_kwargs = env_id, size, kwargs
+        self.recording = None  # with record=DIR, every episode goes to DIR/episodes.jsonl (arena_envs.llm.record)
+        if record is not None:
+            from arena_envs.wrappers.record import EPISODES_FILE, EpisodeFile
+
+            self.recording = EpisodeFile(Path(record) / EPISODES_FILE)
         self.scenario = scenario_name(env_id)
         if self.scenario == "TeamCapture":
             raise ValueError("Team Capture has several agents: play it with arena_envs.llm.team.TeamChat")
@@ -605,11 +612,17 @@ class ChatPool:
     def session(self) -> ChatSession:
         """A new session (it takes a world at its first ``reset`` and frees it at ``close``)."""
         self._count += 1
-        if self.tool_pool is None:
-            backend: Backend = HuntBackend(**self.env_kwargs)
+        if self.tool_pool is None:  # a recorded hunt also draws its explored tree
+            backend: Backend = HuntBackend(**self.env_kwargs, **({"render_mode": "ansi"} if self.recording else {}))
         else:
             backend = PoolBackend(self.tool_pool, id=f"chat-{self._count}")
-        return ChatSession(backend, self.options)
+        if self.recording is None:
+            return ChatSession(backend, self.options)
+        from arena_envs.llm.record import RecordingBackend
+
+        recorder = RecordingBackend(backend, self.recording, self.env_id)
+        recorder.session = session = ChatSession(recorder, self.options)
+        return session
 
 
 class ChatBatch:

@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--others", choices=("scripted", "idle"), default="scripted",
                         help="Team Capture: what the agents not in --chat-agents do")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--record", metavar="DIR", help="also write every episode to DIR/episodes.jsonl for "
+                        "arena-view (single-agent scenarios)")
     return parser
 
 
@@ -171,6 +173,9 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
                **env_kwargs(args.env_arg)}
     pool, team, scenario = None, None, "TeamCapture"
     if args.env_id in ("arena_envs/TeamCapture-v0", "team_capture_v0"):
+        if args.record:
+            raise SystemExit("arena-agent: --record covers the single-agent scenarios; record Team Capture "
+                             "with RecordEpisodes (arena_envs.wrappers.record)")
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
         try:  # a bad agent name or argument: say so now, not once per episode
@@ -181,7 +186,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
     else:
         try:
-            pool = ChatPool(args.env_id, size=args.concurrency, **options)
+            pool = ChatPool(args.env_id, size=args.concurrency, record=args.record, **options)
         except Exception as error:  # an unknown env id or a bad argument: say so, no traceback
             raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
         scenario = pool.scenario

@@ -151,6 +151,7 @@ async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, ind
         tally.failed(error)
     finally:
         tally.finish(session)
+        session.error = tally.record.error  # for a recording backend, which writes the episode at close
         await session.close()
     return tally.record
 

@@ -1,0 +1,112 @@
+"""``arena-view PATH``: replay recorded episodes in the browser.
+
+    arena-view runs/eval/rec                   # serves http://127.0.0.1:8765/ until Ctrl-C
+    arena-view runs/agent --port 9000
+    arena-view runs/eval/rec --export site/    # a static site: open site/index.html, or publish it
+
+PATH is a recording (``episodes.jsonl`` or ``.jsonl.gz`` from ``RecordEpisodes``,
+``arena-eval --record`` or ``arena-agent --record``) or a directory searched for them.
+The page draws each tick's world from the recorded states (zoom with the wheel or the
+buttons, drag to pan), with a legend, a timeline to scrub, play/pause and speed; per
+tick the tool calls, results, messages, rewards and info; beside an LLM episode its
+transcript, the current turn highlighted (click a turn to go to its tick); a list of the
+episodes to filter by scenario, seed, success, score and error class.
+
+The front end is plain JavaScript drawing on a canvas, with no framework and no build step:
+nothing to download or compile, it works offline and from a static export, and the whole
+page is three files a reader can open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from arena_envs.viewer.episodes import Episodes
+
+STATIC = Path(__file__).parent / "static"
+PAGES = {"/": ("index.html", "text/html"), "/index.html": ("index.html", "text/html"),
+         "/viewer.js": ("viewer.js", "text/javascript"), "/viewer.css": ("viewer.css", "text/css")}
+EPISODE_URL = re.compile(r"^/data/episode-(\d+)\.js$")
+HOST = "127.0.0.1"  # never another interface: a recording may hold prompts and model output
+
+
+def make_server(episodes: Episodes, port: int = 8765) -> ThreadingHTTPServer:
+    """A server of the page and ``episodes`` on 127.0.0.1:``port`` (0: any free port), not yet serving."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+            path = self.path.split("?", 1)[0]
+            match = EPISODE_URL.match(path)
+            if path in PAGES:
+                name, kind = PAGES[path]
+                self._send((STATIC / name).read_bytes(), kind)
+            elif path == "/data/index.js":
+                self._send(episodes.index_script(), "text/javascript")
+            elif match and int(match[1]) < len(episodes.lines):
+                self._send(episodes.episode_script(int(match[1])), "text/javascript")
+            else:
+                self.send_error(404, "not a page of arena-view")
+
+        def _send(self, body: bytes, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", f"{kind}; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet: one line per request is noise
+            pass
+
+    return ThreadingHTTPServer((HOST, port), Handler)
+
+
+def export(episodes: Episodes, directory: str | Path) -> Path:
+    """Write the page and every episode as a static site in ``directory``; returns its index.html."""
+    out = Path(directory)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    for name, _ in PAGES.values():
+        shutil.copyfile(STATIC / name, out / name)
+    (out / "data" / "index.js").write_bytes(episodes.index_script())
+    for number in range(len(episodes.lines)):
+        (out / "data" / f"episode-{number}.js").write_bytes(episodes.episode_script(number))
+    return out / "index.html"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="arena-view", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="recordings (.jsonl, .jsonl.gz) or directories")
+    parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)")
+    parser.add_argument("--export", metavar="DIR", help="write a static site to DIR instead of serving")
+    args = parser.parse_args(argv)
+    try:
+        episodes = Episodes.load(args.paths)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"arena-view: {error}", file=sys.stderr)
+        return 2
+    if args.export:
+        print(f"wrote {export(episodes, args.export)} ({len(episodes.lines)} episodes)")
+        return 0
+    try:
+        server = make_server(episodes, args.port)
+    except OSError as error:
+        print(f"arena-view: cannot listen on {HOST}:{args.port}: {error.strerror} (try --port 0)", file=sys.stderr)
+        return 2
+    print(f"arena-view: {len(episodes.lines)} episodes at http://{HOST}:{server.server_port}/ (Ctrl-C stops)",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
