@@ -164,6 +164,11 @@ class ChatSession:
         return _copies(self._messages)
 
     @property
+    def length(self) -> int:
+        """Messages in the transcript: while a reply plays, the index it will take (no copy made)."""
+        return len(self._messages)
+
+    @property
     def scenario(self) -> str:
         return self.backend.scenario
 

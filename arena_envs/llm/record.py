@@ -67,7 +67,7 @@ class RecordingBackend:
         if self.tape is not None:
             status = tick.observation() if callable(tick.observation) else tick.observation
             state = self._read(False, f"{tick.result}\n{status}" if self.reader is not None else None)
-            turn = len(self.session.messages) - 1 if self.session is not None else None
+            turn = self.session.length if self.session is not None else None  # the reply being played
             self.tape.add(state, round(float(tick.reward), 4), jsonable(tick.info), act=jsonable(call),
                           output=tick.result or None, error_code=tick.error_code, turn=turn)
         return tick
