@@ -1,13 +1,13 @@
 """Tool-call parsers: each format from real-looking model output, reasoning kept out, hostile input."""
 
 import json
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena_envs.llm import parsers
+from arena_envs.llm.bench import ADVERSARIAL_REPLIES, REPLY_BYTES, adversarial_reply, parse_seconds, well_formed_reply
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, format_reply, parse_reply
 from arena_envs.tools import tool_schemas
 from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
@@ -264,36 +264,14 @@ def test_strict_parse_reads_only_the_formats_own_syntax():
 
 # -- the embedded-JSON search is linear in the reply's length ----------------------------------
 
-ADVERSARIAL = {
-    "deep unclosed arrays (issue 23)": lambda n: '{"a":[' * 199 + "1," * n,
-    "unclosed braces": lambda n: "{" * n,
-    "many small objects": lambda n: '{"a":1} ' * n,
-    "single-quoted calls": lambda n: "{'name': 'x', " * n,
-    "fences": lambda n: "```json\n{" * n,
-}
 
-
-def _seconds(text, repeat=1):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        parse_reply(text, TOOLS)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def test_a_megabyte_of_adversarial_braces_costs_about_what_well_formed_json_costs(monkeypatch):
-    """Issue 23: a 63 KB reply cost 0.7 s (a decode from each of 200 braces). Now one pass finds the
-    outermost balanced objects and decodes each once; a 1 MB adversarial reply must cost at most 10x a
-    same-length reply of well-formed JSON with as many braces (measured: about 0.5-1.5x)."""
-    monkeypatch.setattr(parsers, "MAX_REPLY_CHARS", 2_000_000)  # searched, not refused for its length
-    size = 1_000_000
-    data = json.dumps([{"k": i % 10} for i in range((size - 100) // 10)])
-    benign = '{"name": "send_message", "arguments": {"message": "notes", "data": ' + data + "}}"
-    benign += " " * (size - len(benign))
-    assert len(benign) == size and json.loads(benign)
-    baseline = _seconds(benign, repeat=2)
-    for name, make in ADVERSARIAL.items():
-        text = (make(size) * 2)[:size]
-        assert len(text) == size
-        assert _seconds(text) < 10 * baseline + 0.05, name
+def test_a_megabyte_of_adversarial_braces_costs_about_what_well_formed_json_costs():
+    """Issue 23: a 63 KB reply cost 0.7 s (a decode from each of 200 braces; 14.8 s at 1 MB). Now one
+    pass finds the outermost balanced objects and decodes each once; a 1 MB adversarial reply must cost
+    at most 10x a same-length reply of well-formed JSON with as many braces (measured: 0.1-1.6x)."""
+    baseline = parse_seconds(well_formed_reply(), repeat=2)
+    for kind in ADVERSARIAL_REPLIES:
+        text = adversarial_reply(kind)
+        assert len(text) == REPLY_BYTES
+        assert parse_seconds(text) < 10 * baseline + 0.05, kind
+    assert parsers.MAX_REPLY_CHARS == 200_000  # put back after each measurement
