@@ -420,3 +420,17 @@ def test_strict_parse_reads_only_the_runs_format():
     assert "strict parse" in step.messages[-1]["content"]
     assert env.step(format_reply([("pwd", {})], "hermes")).info["parse_status"] == "call"
     assert re.search(r"\[turn 2/50", env.messages[-1]["content"])
+
+
+def test_arena_agent_reports_turns_by_parse_status(tmp_path, capsys):
+    from arena_envs.llm.cli import main
+
+    with ScriptedModelServer() as server:
+        server.faults["0/0"] = "invalid"  # the first reply: calls that do not run
+        assert main([HUNT, "--base-url", server.base_url, "--model", "scripted-hermes", "--format", "hermes",
+                     "--episodes", "1", "--quiet", "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "transcripts.jsonl").read_text())
+    assert record["parse_statuses"]["call"] == record["turns"]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["turns_by_parse_status"] == {"call": record["turns"]}
+    assert f"turns by parse status  call {record['turns']}" in capsys.readouterr().out

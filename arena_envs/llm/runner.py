@@ -43,6 +43,7 @@ class EpisodeRecord:
     turns: int = 0
     steps: int = 0  # ticks of the world
     formats: dict[str, int] = field(default_factory=dict)  # turns by detected format ("none": parse failures)
+    parse_statuses: dict[str, int] = field(default_factory=dict)  # turns by parse status (parsers.PARSE_STATUSES)
     unreadable_calls: int = 0
     invalid_calls: dict[str, int] = field(default_factory=dict)  # by error code
     usage: dict[str, int] = field(default_factory=dict)
@@ -74,6 +75,8 @@ async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, ind
                 break
             step = await session.step(reply.message)
             formats[step.info["format"]] += 1
+            status = step.info["parse_status"]
+            record.parse_statuses[status] = record.parse_statuses.get(status, 0) + 1
             record.unreadable_calls += step.info["calls_unreadable"]
             invalid.update(entry["code"] for entry in step.info["invalid"])
     except Exception as error:  # an episode's failure is recorded, never shared with the others
@@ -122,6 +125,8 @@ async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0
             steps = await match.astep({n: r.message for n, r in zip(live, replies, strict=True)})
             for name, step in steps.items():
                 counters[name][1][step.info["format"]] += 1
+                statuses = records[name].parse_statuses
+                statuses[step.info["parse_status"]] = statuses.get(step.info["parse_status"], 0) + 1
                 counters[name][2].update(entry["code"] for entry in step.info["invalid"])
                 records[name].unreadable_calls += step.info["calls_unreadable"]
     except Exception as error:  # the match's failure is its own
@@ -198,10 +203,12 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
     if n == 0:
         return {"episodes": 0}
     formats: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
     invalid: Counter[str] = Counter()
     usage: Counter[str] = Counter()
     for record in records:
         formats.update(record.formats)
+        statuses.update(record.parse_statuses)
         invalid.update(record.invalid_calls)
         usage.update(record.usage)
     out: dict[str, Any] = {
@@ -214,6 +221,7 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
         "errors": sum(r.error is not None for r in records),
         "parse_failures": formats.get("none", 0),
         "turns_by_format": dict(formats),
+        "turns_by_parse_status": dict(statuses),
         "unreadable_calls": sum(r.unreadable_calls for r in records),
         "invalid_calls": dict(invalid),
         "tokens": dict(usage),
@@ -238,6 +246,7 @@ def results_table(records: list[EpisodeRecord], group_size: int = 1) -> str:
     rows += [(key, f"{s[key]:.1%}") for key in s if key.startswith("pass@")]
     rows += [("turns by format", _counts(s["turns_by_format"])),
              ("parse failures", str(s["parse_failures"])),
+             ("turns by parse status", _counts(s["turns_by_parse_status"])),
              ("unreadable calls", str(s["unreadable_calls"])),
              ("invalid calls", _counts(s["invalid_calls"]) or "0"),
              ("tokens", _counts(s["tokens"]) or "not reported"),
