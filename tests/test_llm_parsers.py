@@ -206,6 +206,7 @@ CALL = '{"name": "cat", "arguments": {"file": "start.txt"}}'
     f"For example, {CALL} reads a file.",
     f"You could write something like {CALL} to read it.",
     f"The syntax is {CALL}.",
+    f"Calls look like this: {CALL}",
     f"For example:\n```json\n{CALL}\n```",
     f"A call is written as `{CALL}` in this format.",
 ])
@@ -218,6 +219,8 @@ def test_a_real_call_after_a_quoted_one_runs():
     result = parse_reply(f'For example {CALL}. So now: {{"name": "pwd", "arguments": {{}}}}', TOOLS)
     assert [(c.name, c.arguments) for c in result.calls] == [("pwd", {})] and result.status == "call"
     assert parse_reply(f"Sure! {CALL} should work.", TOOLS).status == "call"  # prose that quotes nothing
+    assert parse_reply(f"I'd like to read it, so: {CALL}", TOOLS).status == "call"
+    assert parse_reply(f"I will do it like this: {CALL}", TOOLS).status == "call"
 
 
 @pytest.mark.parametrize("text, fault", [
@@ -226,6 +229,7 @@ def test_a_real_call_after_a_quoted_one_runs():
     ('{"name": "cat", "arguments": {"file": "start.txt"}', "unbalanced braces"),
     ('I will read it: {name: "cat", arguments: {file: "start.txt"}}', "unquoted keys"),
     ("<tool_call>{'name': 'pwd', 'arguments': {}}</tool_call>", "single quotes"),
+    ("<tool_call>{'name': 'cat', 'arguments': {'file': 'start.txt'}}</tool_call>", "single quotes"),
     ('```json\n{"tool": "pwd", "params": {},}\n```', "a trailing comma"),
 ])
 def test_near_misses_are_told_apart_from_prose(text, fault):
