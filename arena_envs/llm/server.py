@@ -31,7 +31,7 @@ answers (llama-cpp-python's server answers such a request with 500: pass 500 to 
 ``null_content=False`` (the default) refuses ``content: null`` even beside ``tool_calls``, as
 llama.cpp's server does ("Input should be a valid string"); OpenAI accepts it there
 (``null_content=True``). ``strict=False`` turns the checks off. ``server.requests_seen``
-keeps each accepted request's parameters other than the messages (``tools``, ``tool_choice``,
+keeps the last 1,000 accepted requests' parameters other than the messages (``tools``, ``tool_choice``,
 extra body keys...), so a test can see what a client sent.
 """
 
@@ -42,7 +42,7 @@ import hashlib
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from aiohttp import web
@@ -68,7 +68,7 @@ class ScriptedModelServer:
                  validation_status: int = 400):
         self.host, self.port, self.cache, self.hang_seconds = host, port, cache, hang_seconds
         self.strict, self.null_content, self.validation_status = strict, null_content, validation_status
-        self.requests_seen: list[dict[str, Any]] = []  # each accepted request without its messages
+        self.requests_seen: deque[dict[str, Any]] = deque(maxlen=1000)  # the last accepted requests, no messages
         self.faults: dict[str, str] = {}
         self.requests: Counter[str] = Counter()  # by episode id ("" when the header is missing)
         self.policy_seconds = 0.0  # time spent computing replies (not counting cached ones)
