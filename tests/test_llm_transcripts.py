@@ -72,6 +72,8 @@ def test_each_rule_broken_once_names_its_index_and_rule(rule):
     ([SYSTEM, USER, calling(call("a"))], "calls-answered"),  # the transcript ends first
     ([SYSTEM, USER, calling(call(""))], "tool-calls"),  # an empty id
     ([SYSTEM, USER, calling(call("a", arguments={}))], "tool-calls"),  # arguments not a string
+    ([SYSTEM, USER, calling(call("a", arguments='{"file": ')), answer("a")], "tool-calls"),  # not JSON
+    ([SYSTEM, USER, calling(call("a", arguments="[1]")), answer("a")], "tool-calls"),  # not an object
     ([SYSTEM, USER, calling(call("a", name=None))], "tool-calls"),
     ([SYSTEM, USER, {"role": "assistant", "content": "x", "tool_calls": []}], "tool-calls"),
     ([SYSTEM, {"role": "user"}], "content"),  # missing
@@ -211,12 +213,13 @@ def test_duplicate_missing_and_odd_ids_are_made_unique():
 def test_entries_that_are_not_calls_are_answered_never_stored():
     env = ChatEnv(HUNT)
     env.reset(seed=0)
-    step = env.step({"role": "assistant", "content": "", "tool_calls": [42, call("a"), {"id": "b"}, "pwd"]})
+    entries = [42, call("a"), {"id": "b"}, "pwd", call("c", arguments='{"path": ')]
+    step = env.step({"role": "assistant", "content": "", "tool_calls": entries})
     assert env.messages[2]["tool_calls"] == [call("a")]
     assert [m["role"] for m in step.messages] == ["tool", "user"]
     user = step.messages[-1]["content"]
-    assert "Result of call 1" in user and "Result of call 3" in user and "Result of call 4" in user
-    assert step.info["calls_invalid"] == 3
+    assert all(f"Result of call {k}" in user for k in (1, 3, 4, 5)) and "Result of call 2" not in user
+    assert step.info["calls_invalid"] == 4
 
 
 def test_a_reply_whose_entries_are_all_junk_still_gives_a_valid_transcript():

@@ -234,8 +234,8 @@ class ChatSession:
             entry = entries[k] if native else None
             function = entry.get("function") if isinstance(entry, dict) else None
             if native and not (isinstance(function, dict) and isinstance(function.get("name"), str)
-                               and function["name"]):
-                plan.append(_Planned(call, None))
+                               and function["name"] and _json_object_text(function.get("arguments"))):
+                plan.append(_Planned(call, None))  # not a call a server would take back: answered in text
                 continue
             if not native and (o.text_calls == "user" or not call.ok):
                 plan.append(_Planned(call, None))
@@ -411,6 +411,17 @@ def _unique(call_id: str, taken: set[str]) -> str:
         candidate, n = f"{call_id}_{n}", n + 1
     taken.add(candidate)
     return candidate
+
+
+def _json_object_text(arguments: Any) -> bool:
+    """Whether ``arguments`` can be declared: an object, nothing, or a string holding a JSON object
+    (servers that render calls through chat templates decode it)."""
+    if not isinstance(arguments, str):
+        return arguments is None or isinstance(arguments, dict)
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _arguments_text(arguments: Any) -> str:
