@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arena_envs.llm import parsers
+from arena_envs.llm.bench import ADVERSARIAL_REPLIES, REPLY_BYTES, adversarial_reply, parse_seconds, well_formed_reply
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, format_reply, parse_reply
 from arena_envs.tools import tool_schemas
 from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
@@ -192,3 +194,88 @@ def test_any_input_gives_a_result_or_a_reasoned_failure(value):
         if result.failure:
             assert result.error or result.format != "none"
         json.dumps(result.telemetry())
+
+
+# -- parse statuses: no attempt, near misses, unreadable calls, quoted examples -----------------
+
+CALL = '{"name": "cat", "arguments": {"file": "start.txt"}}'
+
+
+@pytest.mark.parametrize("text", [
+    f"Calls look like this: e.g. {CALL}",
+    f"For example, {CALL} reads a file.",
+    f"You could write something like {CALL} to read it.",
+    f"The syntax is {CALL}.",
+    f"Calls look like this: {CALL}",
+    f"For example:\n```json\n{CALL}\n```",
+    f"A call is written as `{CALL}` in this format.",
+])
+def test_a_quoted_example_is_never_run(text):
+    result = parse_reply(text, TOOLS)
+    assert result.failure and result.status == "quoted_example" and "example" in result.error
+
+
+def test_a_real_call_after_a_quoted_one_runs():
+    result = parse_reply(f'For example {CALL}. So now: {{"name": "pwd", "arguments": {{}}}}', TOOLS)
+    assert [(c.name, c.arguments) for c in result.calls] == [("pwd", {})] and result.status == "call"
+    assert parse_reply(f"Sure! {CALL} should work.", TOOLS).status == "call"  # prose that quotes nothing
+    assert parse_reply(f"I'd like to read it, so: {CALL}", TOOLS).status == "call"
+    assert parse_reply(f"I will do it like this: {CALL}", TOOLS).status == "call"
+
+
+@pytest.mark.parametrize("text, fault", [
+    ("{'name': 'cat', 'arguments': {'file': 'start.txt'}}", "single quotes"),
+    ('{"name": "cat", "arguments": {"file": "start.txt"},}', "a trailing comma"),
+    ('{"name": "cat", "arguments": {"file": "start.txt"}', "unbalanced braces"),
+    ('I will read it: {name: "cat", arguments: {file: "start.txt"}}', "unquoted keys"),
+    ("<tool_call>{'name': 'pwd', 'arguments': {}}</tool_call>", "single quotes"),
+    ("<tool_call>{'name': 'cat', 'arguments': {'file': 'start.txt'}}</tool_call>", "single quotes"),
+    ('```json\n{"tool": "pwd", "params": {},}\n```', "a trailing comma"),
+])
+def test_near_misses_are_told_apart_from_prose(text, fault):
+    result = parse_reply(text, TOOLS)
+    assert result.status == "near_miss" and not any(call.ok for call in result.calls)
+    assert fault in (result.error or "") + " ".join(call.error or "" for call in result.calls)
+    assert result.telemetry()["parse_status"] == "near_miss"
+
+
+@pytest.mark.parametrize("text, status", [
+    ("I am not sure what to do next.", "none"),
+    ("", "none"),
+    ("<tool_call>this is not json at all</tool_call>", "unreadable"),
+    ("[TOOL_CALLS] nothing here", "unreadable"),
+    (CALL, "call"),
+])
+def test_every_reply_gets_one_status(text, status):
+    assert parse_reply(text, TOOLS).status == status
+
+
+def test_strict_parse_reads_only_the_formats_own_syntax():
+    hermes = format_reply([("pwd", {})], "hermes")
+    assert parse_reply(hermes, TOOLS, strict=True, expected="hermes").status == "call"
+    for fmt in ("json", "llama3_json", "mistral", "qwen3_xml"):
+        result = parse_reply(format_reply([("pwd", {})], fmt), TOOLS, strict=True, expected="hermes")
+        assert result.status == "wrong_format" and result.failure, fmt
+    prose = parse_reply(f"Sure, reading it now: {CALL}", TOOLS, strict=True)
+    assert prose.status == "wrong_format" and prose.failure
+    assert parse_reply(f"Sure, reading it now: {CALL}", TOOLS).status == "call"  # the lenient parse reads it
+    assert parse_reply(CALL, TOOLS, strict=True, expected="openai").status == "call"  # the prompt's fallback
+    native = format_reply([("pwd", {})], "openai")
+    assert all(parse_reply(native, TOOLS, strict=True, expected=fmt).status == "call" for fmt in FORMATS)
+    with pytest.raises(ValueError, match="unknown format"):
+        parse_reply(CALL, TOOLS, strict=True, expected="yaml")
+
+
+# -- the embedded-JSON search is linear in the reply's length ----------------------------------
+
+
+def test_a_megabyte_of_adversarial_braces_costs_about_what_well_formed_json_costs():
+    """Issue 23: a 63 KB reply cost 0.7 s (a decode from each of 200 braces; 14.8 s at 1 MB). Now one
+    pass finds the outermost balanced objects and decodes each once; a 1 MB adversarial reply must cost
+    at most 10x a same-length reply of well-formed JSON with as many braces (measured: 0.1-1.6x)."""
+    baseline = parse_seconds(well_formed_reply(), repeat=2)
+    for kind in ADVERSARIAL_REPLIES:
+        text = adversarial_reply(kind)
+        assert len(text) == REPLY_BYTES
+        assert parse_seconds(text) < 10 * baseline + 0.05, kind
+    assert parsers.MAX_REPLY_CHARS == 200_000  # put back after each measurement

@@ -72,6 +72,8 @@ def test_each_rule_broken_once_names_its_index_and_rule(rule):
     ([SYSTEM, USER, calling(call("a"))], "calls-answered"),  # the transcript ends first
     ([SYSTEM, USER, calling(call(""))], "tool-calls"),  # an empty id
     ([SYSTEM, USER, calling(call("a", arguments={}))], "tool-calls"),  # arguments not a string
+    ([SYSTEM, USER, calling(call("a", arguments='{"file": ')), answer("a")], "tool-calls"),  # not JSON
+    ([SYSTEM, USER, calling(call("a", arguments="[1]")), answer("a")], "tool-calls"),  # not an object
     ([SYSTEM, USER, calling(call("a", name=None))], "tool-calls"),
     ([SYSTEM, USER, {"role": "assistant", "content": "x", "tool_calls": []}], "tool-calls"),
     ([SYSTEM, {"role": "user"}], "content"),  # missing
@@ -211,12 +213,13 @@ def test_duplicate_missing_and_odd_ids_are_made_unique():
 def test_entries_that_are_not_calls_are_answered_never_stored():
     env = ChatEnv(HUNT)
     env.reset(seed=0)
-    step = env.step({"role": "assistant", "content": "", "tool_calls": [42, call("a"), {"id": "b"}, "pwd"]})
+    entries = [42, call("a"), {"id": "b"}, "pwd", call("c", arguments='{"path": ')]
+    step = env.step({"role": "assistant", "content": "", "tool_calls": entries})
     assert env.messages[2]["tool_calls"] == [call("a")]
     assert [m["role"] for m in step.messages] == ["tool", "user"]
     user = step.messages[-1]["content"]
-    assert "Result of call 1" in user and "Result of call 3" in user and "Result of call 4" in user
-    assert step.info["calls_invalid"] == 3
+    assert all(f"Result of call {k}" in user for k in (1, 3, 4, 5)) and "Result of call 2" not in user
+    assert step.info["calls_invalid"] == 4
 
 
 def test_a_reply_whose_entries_are_all_junk_still_gives_a_valid_transcript():
@@ -420,3 +423,17 @@ def test_strict_parse_reads_only_the_runs_format():
     assert "strict parse" in step.messages[-1]["content"]
     assert env.step(format_reply([("pwd", {})], "hermes")).info["parse_status"] == "call"
     assert re.search(r"\[turn 2/50", env.messages[-1]["content"])
+
+
+def test_arena_agent_reports_turns_by_parse_status(tmp_path, capsys):
+    from arena_envs.llm.cli import main
+
+    with ScriptedModelServer() as server:
+        server.faults["0/0"] = "invalid"  # the first reply: calls that do not run
+        assert main([HUNT, "--base-url", server.base_url, "--model", "scripted-hermes", "--format", "hermes",
+                     "--episodes", "1", "--quiet", "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "transcripts.jsonl").read_text())
+    assert record["parse_statuses"]["call"] == record["turns"]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["turns_by_parse_status"] == {"call": record["turns"]}
+    assert f"turns by parse status  call {record['turns']}" in capsys.readouterr().out

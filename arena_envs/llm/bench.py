@@ -6,11 +6,16 @@ nothing: through a local OpenAI-compatible server in another process with the re
 ``openai`` client (what a user's run costs besides the model), and with the replies handed
 over in-process (the chat environment alone: parsing, ticks, observations, messages).
 The second rate over the first is the environment's share of the time of a chat step.
+
+One more row: the parser's time on a 1 MB reply of adversarial braces (the worst of
+:data:`ADVERSARIAL_REPLIES`) over its time on a same-length reply of well-formed JSON: the
+search for a call in prose is linear, so this stays a small constant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -21,6 +26,49 @@ from arena_envs.llm.chat import ChatPool
 
 ENV_ID = "arena_envs/Foraging-v0"
 WAIT_TICKS = 50
+REPLY_BYTES = 1_000_000
+
+ADVERSARIAL_REPLIES = {  # how to make n characters of it (cut to length)
+    "deep unclosed arrays (issue 23)": lambda n: '{"a":[' * 199 + "1," * n,
+    "unclosed braces": lambda n: "{" * n,
+    "many small objects": lambda n: '{"a":1} ' * n,
+    "single-quoted calls": lambda n: "{'name': 'x', " * n,
+    "fences": lambda n: "```json\n{" * n,
+}
+
+
+def well_formed_reply(size: int = REPLY_BYTES) -> str:
+    """A reply of ``size`` characters that is one well-formed JSON call with as many braces as the
+    adversarial ones: the yardstick of the parser's time."""
+    data = json.dumps([{"k": i % 10} for i in range((size - 100) // 10)])
+    text = '{"name": "send_message", "arguments": {"message": "notes", "data": ' + data + "}}"
+    return text + " " * (size - len(text))
+
+
+def adversarial_reply(kind: str, size: int = REPLY_BYTES) -> str:
+    return ADVERSARIAL_REPLIES[kind](size)[:size]
+
+
+def parse_seconds(text: str, repeat: int = 1) -> float:
+    """The best time of ``repeat`` parses of ``text`` (its length not refused)."""
+    from arena_envs.llm import parsers
+
+    limit, parsers.MAX_REPLY_CHARS = parsers.MAX_REPLY_CHARS, max(parsers.MAX_REPLY_CHARS, len(text))
+    try:
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            parsers.parse_reply(text, ["send_message"])
+            best = min(best, time.perf_counter() - start)
+        return best
+    finally:
+        parsers.MAX_REPLY_CHARS = limit
+
+
+def parser_rows() -> list[tuple[str, float, str]]:
+    baseline = parse_seconds(well_formed_reply(), repeat=2)
+    worst = max(parse_seconds(adversarial_reply(kind)) for kind in ADVERSARIAL_REPLIES)
+    return [("Parser: 1 MB adversarial reply / same-length well-formed JSON (worst case)", worst / baseline, "x")]
 
 
 class _Replay:
@@ -95,4 +143,5 @@ def chat_rows(seconds: float, sessions: int = 256) -> list[tuple[str, float, str
         server.wait(30)
     return [(f"Chat: {sessions} sessions via local OpenAI server (cached replies)", served, "chat-steps/s"),
             (f"Chat: {sessions} sessions, environment only", local, "chat-steps/s"),
-            ("Chat: share of a chat step spent in the environment", 100.0 * served / local, "%")]
+            ("Chat: share of a chat step spent in the environment", 100.0 * served / local, "%"),
+            *parser_rows()]

@@ -4,7 +4,7 @@
 
     env = ChatEnv("arena_envs/TreasureHunt-v0")
     messages, tools = env.reset(seed=0)               # [system, user] + OpenAI tool schemas
-    reply = {"role": "assistant", "content": None, "tool_calls": [
+    reply = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "cat", "arguments": '{"file": "start.txt"}'}}]}
     new_messages, reward, terminated, truncated, info = env.step(reply)   # [tool, user]
     env.messages                                      # the whole transcript, which only ever grows
@@ -26,10 +26,22 @@ sessions together from synchronous code.
 | ``max_turns``               | replies before truncation (None: only the scenario's own limit)       |
 
 The assistant reply may be an OpenAI message dict (``tool_calls`` with JSON-string
-arguments), an SDK message object, or text in any format :func:`parse_reply` reads. It is
-appended to the transcript as given; calls read from text get the ids ``call_<turn>_<k>``.
-``info`` reports per turn the format detected, calls parsed, calls invalid and why, and the
+arguments), an SDK message object, or text in any format :func:`parse_reply` reads. The
+transcript is a valid OpenAI chat sequence by construction (checked by
+:func:`~arena_envs.llm.transcripts.validate_messages`; see docs/guide/llm-transcripts.md):
+the reply is stored as a copy with string content (``null_content=True``: ``None`` beside
+``tool_calls``); calls read from text are declared as its ``tool_calls`` (ids
+``call_<turn>_<k>``) beside the raw text, or with ``text_calls="user"`` answered in the user
+message; every declared id gets exactly one tool message; entries that are not calls and
+calls that cannot be read are answered in the user message. ``info`` reports per turn the
+format detected, the parse status (``call``, ``none``, ``near_miss``, ``unreadable``,
+``quoted_example``, ``wrong_format``), calls parsed, calls invalid and why, and the
 scenario's own info (``success``, ``score``...).
+
+Options (:class:`ChatOptions`, keywords of every chat class): ``max_calls``, ``on_no_call``,
+``wait_ticks``, ``max_turns``, ``call_format`` (the syntax the prompt teaches),
+``strict_parse``, ``text_calls``, ``null_content``, ``tools_in_prompt``, ``no_call_penalty``
+(a reward cost for a turn without a readable call).
 """
 
 from __future__ import annotations
@@ -228,8 +240,8 @@ class ChatSession:
             entry = entries[k] if native else None
             function = entry.get("function") if isinstance(entry, dict) else None
             if native and not (isinstance(function, dict) and isinstance(function.get("name"), str)
-                               and function["name"]):
-                plan.append(_Planned(call, None))
+                               and function["name"] and _json_object_text(function.get("arguments"))):
+                plan.append(_Planned(call, None))  # not a call a server would take back: answered in text
                 continue
             if not native and (o.text_calls == "user" or not call.ok):
                 plan.append(_Planned(call, None))
@@ -405,6 +417,17 @@ def _unique(call_id: str, taken: set[str]) -> str:
         candidate, n = f"{call_id}_{n}", n + 1
     taken.add(candidate)
     return candidate
+
+
+def _json_object_text(arguments: Any) -> bool:
+    """Whether ``arguments`` can be declared: an object, nothing, or a string holding a JSON object
+    (servers that render calls through chat templates decode it)."""
+    if not isinstance(arguments, str):
+        return arguments is None or isinstance(arguments, dict)
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _arguments_text(arguments: Any) -> str:

@@ -494,7 +494,7 @@ def _embedded(text: str, strict: bool = False) -> ParseResult:
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)|[{}]', re.S)  # a whole string (closed or not), or a brace
 _CALL_ATTEMPT = re.compile(r"\{\s*['\"]?(?:name|tool|tool_name|function|action)['\"]?\s*:")
 _QUOTE_CUE = re.compile(  # words that introduce an example, right before the object (or its fence)
-    r"(?:\be\.g\.|\bfor example|\bfor instance|\bsuch as|\bexample|\blike|\bwritten as|"
+    r"(?:\be\.g\.|\bfor example|\bfor instance|\bsuch as|\bexample|\blike|\blooks? like this|\bwritten as|"
     r"\b(?:syntax|format) is)\s*[:,]?\s*[`'\"(]*\s*(?:```[A-Za-z0-9_-]*\s*)?$", re.I)
 
 
@@ -643,7 +643,7 @@ def _unfenced(text: str) -> str:
 
 def _guess_name(text: str) -> str | None:
     """The tool name of a call whose JSON is broken, when it can still be seen."""
-    match = re.search(r'"(?:name|tool)"\s*:\s*"([A-Za-z_][A-Za-z0-9_.-]{0,63})"', text[:MAX_RAW_CHARS])
+    match = re.search(r'["\'](?:name|tool)["\']\s*:\s*["\']([A-Za-z_][A-Za-z0-9_.-]{0,63})["\']', text[:MAX_RAW_CHARS])
     return match.group(1) if match else None
 
 

@@ -47,6 +47,7 @@ class EpisodeRecord:
     turns: int = 0
     steps: int = 0  # ticks of the world
     formats: dict[str, int] = field(default_factory=dict)  # turns by detected format ("none": parse failures)
+    parse_statuses: dict[str, int] = field(default_factory=dict)  # turns by parse status (parsers.PARSE_STATUSES)
     unreadable_calls: int = 0
     invalid_calls: dict[str, int] = field(default_factory=dict)  # by error code
     usage: dict[str, int] = field(default_factory=dict)
@@ -114,6 +115,8 @@ class _Tally:
 
     def step(self, info: dict[str, Any]) -> None:
         self.formats[info["format"]] += 1
+        statuses = self.record.parse_statuses
+        statuses[info["parse_status"]] = statuses.get(info["parse_status"], 0) + 1
         self.record.unreadable_calls += info["calls_unreadable"]
         self.invalid.update(entry["code"] for entry in info["invalid"])
 
@@ -266,11 +269,13 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
     if n == 0:
         return {"episodes": 0}
     formats: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
     invalid: Counter[str] = Counter()
     usage: Counter[str] = Counter()
     finish: Counter[str] = Counter()
     for record in records:
         formats.update(record.formats)
+        statuses.update(record.parse_statuses)
         invalid.update(record.invalid_calls)
         usage.update(record.usage)
         finish.update(str(reason) for reason in record.finish_reasons)
@@ -286,6 +291,7 @@ def summary(records: list[EpisodeRecord], group_size: int = 1) -> dict[str, Any]
         "error_classes": dict(Counter(r.error_class or "internal" for r in records if r.error is not None)),
         "parse_failures": formats.get("none", 0),
         "turns_by_format": dict(formats),
+        "turns_by_parse_status": dict(statuses),
         "unreadable_calls": sum(r.unreadable_calls for r in records),
         "invalid_calls": dict(invalid),
         "tokens": dict(usage),
@@ -329,6 +335,7 @@ def results_table(records: list[EpisodeRecord], group_size: int = 1) -> str:
         rows.append(("zero-spread groups", f"{s['zero_spread_groups']:.1%} of {s['groups']}"))
     rows += [("turns by format", _counts(s["turns_by_format"])),
              ("parse failures", str(s["parse_failures"])),
+             ("turns by parse status", _counts(s["turns_by_parse_status"])),
              ("unreadable calls", str(s["unreadable_calls"])),
              ("invalid calls", _counts(s["invalid_calls"]) or "0"),
              ("tokens", _counts(s["tokens"]) or "not reported"),

@@ -31,7 +31,7 @@ answers (llama-cpp-python's server answers such a request with 500: pass 500 to 
 ``null_content=False`` (the default) refuses ``content: null`` even beside ``tool_calls``, as
 llama.cpp's server does ("Input should be a valid string"); OpenAI accepts it there
 (``null_content=True``). ``strict=False`` turns the checks off. ``server.requests_seen``
-keeps each accepted request's parameters other than the messages (``tools``, ``tool_choice``,
+keeps the last 1,000 accepted requests' parameters other than the messages (``tools``, ``tool_choice``,
 extra body keys...), so a test can see what a client sent.
 ``slots=1`` answers one request at a time, as llama-cpp-python's server does (others wait their
 turn), and ``delay`` adds seconds of "thinking" to every answer: together, a slow single-slot
@@ -46,7 +46,7 @@ import hashlib
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from aiohttp import web
@@ -72,7 +72,7 @@ class ScriptedModelServer:
                  validation_status: int = 400, slots: int | None = None, delay: float = 0.0):
         self.host, self.port, self.cache, self.hang_seconds = host, port, cache, hang_seconds
         self.strict, self.null_content, self.validation_status = strict, null_content, validation_status
-        self.requests_seen: list[dict[str, Any]] = []  # each accepted request without its messages
+        self.requests_seen: deque[dict[str, Any]] = deque(maxlen=1000)  # the last accepted requests, no messages
         self.slots, self.delay = slots, delay
         self._slots: asyncio.Semaphore | None = None  # made in the server's own loop
         self.faults: dict[str, str] = {}

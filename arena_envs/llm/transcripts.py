@@ -20,7 +20,8 @@ Rules (the ``rule`` of the error):
   ``null_content=True``.
 - ``name``: ``name``, ``reasoning_content`` and ``refusal``, when present, are strings.
 - ``tool-calls``: ``tool_calls`` is a non-empty list of ``{"id", "type": "function", "function":
-  {"name", "arguments"}}`` with a non-empty string id and name and string arguments.
+  {"name", "arguments"}}`` with a non-empty string id and name, and arguments a string holding a
+  JSON object (llama.cpp decodes it to render the call).
 - ``unique-ids``: no id twice among one message's ``tool_calls``.
 - ``tool-answers-call``: a ``tool`` message answers, by its ``tool_call_id``, a call of the
   assistant message right before its run of tool messages, not answered yet.
@@ -33,6 +34,7 @@ refuses ``null`` content with ``tool_calls``, hence the ``null_content`` default
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -150,6 +152,9 @@ def _check_calls(index: int, calls: Any) -> None:
         if not isinstance(function.get("arguments"), str):
             raise TranscriptError(index, "tool-calls", f"{where}: function.arguments must be a JSON string, "
                                                        f"got {_kind(function.get('arguments'))}")
+        if not _is_json_object(function["arguments"]):
+            raise TranscriptError(index, "tool-calls", f"{where}: function.arguments must hold a JSON object "
+                                                       "(servers decode it to render the call)")
         if call["id"] in seen:
             raise TranscriptError(index, "unique-ids", f"{where}: id {call['id']!r} is used twice")
         seen.add(call["id"])
@@ -169,6 +174,13 @@ def _check_tools(tools: Any) -> None:
         if not isinstance(function.get("parameters", {}), Mapping):
             raise TranscriptError(None, "tools", f"tools[{k}]: parameters must be a JSON schema object")
         names.add(name)
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _kind(value: Any) -> str:
