@@ -22,12 +22,15 @@ import csv
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from arena_envs.cli import UsageError, arena_eval
+from arena_envs.names import resolve
 from arena_envs.training.common import (
     agent_factory,
     full_env_id,
@@ -51,7 +54,7 @@ def model_path(spec: str) -> Path:
     if path.is_dir():
         path = path / "model.zip"
     if not path.exists():
-        raise FileNotFoundError(f"{spec} is neither {' nor '.join(BASELINES)} nor a model (.zip or run directory)")
+        raise UsageError(f"{spec} is neither {' nor '.join(BASELINES)} nor a model (.zip or run directory)")
     return path
 
 
@@ -132,9 +135,10 @@ def _segment_seconds(file: Path) -> float:
 
 
 def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: dict[str, Any] | None = None,
-                   make_opponent=None, every: int = 2) -> tuple[Path, Path]:
+                   make_opponent=None, every: int = 2, name: str = "rollout") -> tuple[Path, Path]:
     """One episode in world ``seed`` (in team capture, ``make_agent``'s blue against
-    ``make_opponent``'s red): a GIF (every ``every``-th tick) and one JSON line per tick."""
+    ``make_opponent``'s red): ``<out>/<name>.gif`` (every ``every``-th tick) and
+    ``<out>/<name>.jsonl``, one JSON line per tick."""
     from arena_envs.render import save_gif
 
     envs = make_native(env_id, 1, **(env_kwargs or {}))
@@ -161,8 +165,8 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
         if done:
             break
     envs.close()
-    (out / "rollout.jsonl").write_text("\n".join(lines) + "\n")
-    return save_gif(frames, out / "rollout.gif", fps=20), out / "rollout.jsonl"
+    (out / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    return save_gif(frames, out / f"{name}.gif", fps=20), out / f"{name}.jsonl"
 
 
 def _jsonable(actions: dict[str, Any], i: int) -> dict[str, Any]:
@@ -198,7 +202,12 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     is_model = args.model not in BASELINES
     if is_model:
         path = model_path(args.model)
-        env_kwargs = run_config(path).get("env_kwargs", {})
+        config = run_config(path)
+        trained_on = resolve(config["env_id"])
+        if trained_on.env_id != env_id:
+            raise UsageError(f"{args.model} was trained on {trained_on.short_id}, not {resolve(env_id).short_id}: "
+                             f"arena-eval {args.model} {trained_on.short_id}")
+        env_kwargs = config.get("env_kwargs", {})
         out = Path(args.out) if args.out else path.parent
         names = {"ppo": str(path), **{b: b for b in BASELINES}}
     else:
@@ -239,9 +248,10 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> None:
-    evaluate(argv)
+def main(argv: list[str] | None = None) -> int:
+    """The ``arena-eval`` console script: a user's mistake is one line and exit status 2."""
+    return arena_eval(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,13 +20,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from arena_envs.cli import UsageError, arena_agent, checked_env_arguments
 from arena_envs.llm.parsers import FORMATS
+from arena_envs.names import resolve
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-agent", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("env_id", help="arena_envs/TreasureHunt-v0, Foraging-v0, Crafting-v0 or TeamCapture-v0")
+    parser.add_argument("env_id", help="TreasureHunt-v0, Foraging-v0, Crafting-v0 or TeamCapture-v0 (any spelling: "
+                                       "arena_envs/Foraging-v0, foraging, team_capture_v0 ...)")
     parser.add_argument("--agent", choices=("openai", "scripted"), default="openai",
                         help="a model behind --base-url, or the scripted baseline through the same chat path")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the OpenAI-compatible endpoint")
@@ -64,7 +67,7 @@ def env_kwargs(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"arena-agent: --env-arg needs KEY=VALUE, got {pair!r}")
+            raise UsageError(f"--env-arg needs KEY=VALUE, got {pair!r}")
         try:
             kwargs[key] = json.loads(value)
         except ValueError:
@@ -73,20 +76,25 @@ def env_kwargs(pairs: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``arena-agent`` console script."""
+    """The ``arena-agent`` console script: a user's mistake is one line and exit status 2."""
+    return arena_agent(argv)
+
+
+def play(argv: list[str] | None = None) -> int:
+    """``arena-agent`` with these arguments, raising what :func:`main` reports in one line."""
     return asyncio.run(run(argv))
 
 
 async def run(argv: list[str] | None = None) -> int:
     """``arena-agent`` from inside a running event loop (a notebook): ``await run([...])``."""
     args = build_parser().parse_args(argv)
+    args.scenario = resolve(args.env_id)
     if args.episodes < 1 or args.group_size < 1 or args.concurrency < 1:
-        raise SystemExit("arena-agent: --episodes, --group-size and --concurrency must be at least 1")
+        raise UsageError("--episodes, --group-size and --concurrency must be at least 1")
     if args.episodes % args.group_size:
-        raise SystemExit(f"arena-agent: --episodes ({args.episodes}) must be a multiple of --group-size "
-                         f"({args.group_size})")
+        raise UsageError(f"--episodes ({args.episodes}) must be a multiple of --group-size ({args.group_size})")
     if args.agent == "openai" and not args.model:
-        raise SystemExit("arena-agent: --model is required with --agent openai (or use --agent scripted)")
+        raise UsageError("--model is required with --agent openai (or use --agent scripted)")
     return await _main(args)
 
 
@@ -98,22 +106,22 @@ async def _main(args: argparse.Namespace) -> int:
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
                "max_turns": args.max_turns, **env_kwargs(args.env_arg)}
-    pool, team, scenario = None, None, "TeamCapture"
-    if args.env_id in ("arena_envs/TeamCapture-v0", "team_capture_v0"):
+    pool, team, scenario = None, None, args.scenario.title
+    if args.scenario.multi_agent:
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
         try:  # a bad agent name or argument: say so now, not once per episode
             from arena_envs.llm.team import TeamChat
 
             TeamChat(team["chat_agents"], **options).close()
-        except Exception as error:
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     else:
+        checked_env_arguments(args.scenario.key, env_kwargs(args.env_arg))  # now, not once per episode
         try:
-            pool = ChatPool(args.env_id, size=args.concurrency, **options)
-        except Exception as error:  # an unknown env id or a bad argument: say so, no traceback
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
-        scenario = pool.scenario
+            pool = ChatPool(args.scenario.env_id, size=args.concurrency, **options)
+        except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
+            raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
@@ -143,7 +151,7 @@ async def _main(args: argparse.Namespace) -> int:
         await agent.close()
     out = Path(args.out)
     path = write_transcripts(records, out / "transcripts.jsonl")
-    results = {"env_id": args.env_id, "agent": args.agent, "model": args.model, "format": args.format,
+    results = {"env_id": args.scenario.env_id, "agent": args.agent, "model": args.model, "format": args.format,
                "group_size": args.group_size, **summary(records, args.group_size)}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(results_table(records, args.group_size))

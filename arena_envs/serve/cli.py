@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from arena_envs.cli import UsageError, arena_serve
+
 from .sessions import SCENARIOS
 
 
@@ -28,7 +30,8 @@ def _env_kwarg(text: str) -> tuple[str, object]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena-serve", description="Serve an arena scenario over OpenEnv "
                                 "(WebSocket sessions at /ws, one world of one batched core each).")
-    p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)}")
+    p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)} (any spelling: Foraging-v0, "
+                                    "arena_envs/Foraging-v0, team_capture_v0 ...)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (worlds) at most")
@@ -47,6 +50,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``arena-serve`` console script: a user's mistake is one line and exit status 2."""
+    return arena_serve(argv)
+
+
+def serve_command(argv: list[str] | None = None) -> int:
+    """``arena-serve`` with these arguments, raising what :func:`main` reports in one line."""
     args = parser().parse_args(argv)
     if os.environ.get("ENABLE_WEB_INTERFACE", "").lower() not in ("true", "1", "yes"):
         # OpenEnv imports its Gradio web UI eagerly even when it is off (as here): skipping
@@ -59,9 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(api_key=args.api_key or None, max_message_bytes=args.max_message_bytes,
                         http_rate=args.http_rate, ws_rate=args.ws_rate, idle_timeout=args.idle_timeout)
         app = make_app(args.scenario, max_sessions=args.max_sessions, limits=limits, **dict(args.env_kwarg))
-    except (ValueError, TypeError) as err:
-        print(f"arena-serve: {err}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as err:  # an unknown scenario, a bad limit or scenario argument
+        raise UsageError(str(err)) from None
     serve(app, host=args.host, port=args.port, drain_timeout=args.drain_timeout, log_level=args.log_level)
     return 0
 
