@@ -387,7 +387,7 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = parser.parse_args(argv)
     rows: list[tuple[str, float, str]] = []
-    for name in [section(name) for name in args.only or SECTIONS]:
+    for name in dict.fromkeys(section(name) for name in args.only or SECTIONS):  # each section once
         rows += SECTIONS[name](args.seconds)
     print(format_table(rows), flush=True)
     if args.json:

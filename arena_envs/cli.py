@@ -88,6 +88,21 @@ def _fail(prog: str, message: str) -> int:
     return USAGE_EXIT
 
 
+def env_argument(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` of ``--env-arg``: the value as JSON (``max_ticks=20``, ``speeds=[1, 2]``) or, when it
+    is not JSON, as a bare string (``layout=classic``). An ``argparse`` type: a bad one is argparse's error."""
+    import argparse
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def checked_env_arguments(name: str, env_kwargs: dict[str, Any]) -> None:
     """Make the scenario ``name`` once with ``env_kwargs`` (one world, then closed): a bad
     argument becomes a :class:`UsageError` naming the valid ones, before any work starts."""

@@ -79,7 +79,9 @@ class ArenaEnv(gym.Env):
         check_render_mode(render_mode, self.metadata)
         rules, self.scene, multi_agent = build(scenario, **kwargs)
         if multi_agent:  # gym.make("arena_envs/TeamCapture-v0") comes here
-            raise ValueError(f"{scenario!r} has several agents per world, so it has no single-agent Gymnasium env: "
+            named = find(scenario) if isinstance(scenario, str) else None
+            raise ValueError(f"{named.env_id if named else scenario!r} has several agents per world, so it has no "
+                             f"single-agent Gymnasium env: "
                              f"use arena_envs.team_capture_v0.parallel_env() (PettingZoo) or "
                              f"gym.make_vec('arena_envs/TeamCapture-v0', num_envs=N)")
         self.batch = Batch(rules, 1)

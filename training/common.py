@@ -28,7 +28,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 import arena_envs  # noqa: F401  (registers the envs)
 from arena_envs.cli import UsageError
-from arena_envs.names import resolve, unknown
+from arena_envs.names import Scenario, resolve, unknown
 from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, merge_agents, split_agents
 from arena_envs.wrappers.sb3 import Sb3VecEnv, make_native
 
@@ -48,6 +48,16 @@ def scenario_name(env_id: str) -> str:
 def is_team(env_id: str) -> bool:
     """Whether ``env_id`` is a two-team scenario (agents play in teams, one policy for all)."""
     return resolve(env_id).multi_agent
+
+
+def trainable(name: str) -> Scenario:
+    """The scenario ``name`` spells when it has arrays to train and evaluate on; a text scenario
+    (Treasure Hunt) gets a one-line error that names what plays it."""
+    scenario = resolve(name)
+    if scenario.text:
+        raise UsageError(f"{scenario.short_id} is a text puzzle for LLM agents, with no PPO config: play it with "
+                         f"arena-agent {scenario.short_id} --agent scripted (or a model: --base-url URL --model NAME)")
+    return scenario
 
 
 def config_names() -> dict[str, Path]:

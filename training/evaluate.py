@@ -29,17 +29,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from arena_envs.cli import UsageError, arena_eval
+from arena_envs.cli import UsageError, arena_eval, checked_env_arguments, env_argument
 from arena_envs.names import resolve
 from arena_envs.training.common import (
     agent_factory,
-    full_env_id,
     is_team,
     load_config,
     play,
     policy,
     run_config,
     run_directory,
+    trainable,
 )
 from arena_envs.world import RESULT_CODES, TOOL_NAMES
 from arena_envs.wrappers.flatten import merge_agents
@@ -69,6 +69,8 @@ def format_table(rows: dict[str, dict[str, np.ndarray]], title: str) -> str:
                      f"| {r['length'].mean():5.0f} ± {r['length'].std():4.0f} |")
     return "\n".join(lines)
 
+
+WINDOW = 100  # the training curve's points are means over the last this many episodes
 
 # What the learning curve shows: (progress column, axis label, the baselines' summary column)
 SINGLE_PANELS = (("rollout/score_mean", "episode score (last 100)", "score_mean"),
@@ -108,9 +110,19 @@ def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], pa
     if not rows:
         return None
     steps = np.array([float(r["time/total_timesteps"]) for r in rows])
+    # a mean over the first few episodes to end (often deaths, scoring 0) says little: hollow
+    # markers; before the first one ended there is no point at all, and a shaded span says so
+    few = np.array([float(r.get("rollout/score_episodes") or WINDOW) < WINDOW for r in rows])
+    first_update = min(float(r["time/total_timesteps"]) for r in read_progress(run, "time/total_timesteps")[0])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, (column, label, key) in zip(axes, panels, strict=True):
-        ax.plot(steps, [float(r[column]) for r in rows], label="PPO")
+        values = np.array([float(r[column]) for r in rows])
+        ax.plot(steps, values, label="PPO")
+        if few.any():
+            ax.plot(steps[few], values[few], "o", mfc="none", color="tab:blue",
+                    label=f"fewer than {WINDOW} episodes ended")
+        if "rollout" in column and first_update < steps[0]:
+            ax.axvspan(0, steps[0], color="0.9", label="no episode finished yet")
         for (name, values), colour in zip(baselines.items(), ("tab:red", "tab:green"), strict=False):
             ax.axhline(values[key], ls="--", color=colour, label=f"{name} ({values[key]:.2f})")
         for i, start in enumerate(resumed_at):
@@ -190,6 +202,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")
     parser.add_argument("--out", help="where to write (default: the model's run directory, else runs/eval)")
     parser.add_argument("--rollout", action="store_true", help="also record one episode of the model")
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
+                        help="scenario argument on top of the run's (or the scenario config's), e.g. layout=classic "
+                             "or max_ticks=100 (JSON value or bare string); repeatable")
     return parser.parse_args(argv)
 
 
@@ -197,7 +212,7 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Run ``arena-eval`` with these arguments; mean and std of every column, per agent (per
     matchup, ``"<blue> vs <red>"``, in team capture)."""
     args = parse_args(argv)
-    env_id = full_env_id(args.env)
+    env_id = trainable(args.env).env_id
     torch.set_num_threads(1)  # small batches of a small MLP: more threads would only contend
     is_model = args.model not in BASELINES
     if is_model:
@@ -207,13 +222,14 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         if trained_on.env_id != env_id:
             raise UsageError(f"{args.model} was trained on {trained_on.short_id}, not {resolve(env_id).short_id}: "
                              f"arena-eval {args.model} {trained_on.short_id}")
-        env_kwargs = config.get("env_kwargs", {})
+        env_kwargs = {**config.get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out) if args.out else path.parent
         names = {"ppo": str(path), **{b: b for b in BASELINES}}
     else:
-        env_kwargs = load_config(env_id).get("env_kwargs", {})
+        env_kwargs = {**load_config(env_id).get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out or "runs/eval")
         names = {b: b for b in sorted(BASELINES, key=lambda b: b != args.model)}
+    checked_env_arguments(env_id, env_kwargs)
     out.mkdir(parents=True, exist_ok=True)
     # who plays against whom: alone, or every agent against each baseline team
     matchups = ({f"{name} vs {rival}": (spec, rival) for name, spec in names.items() for rival in BASELINES}

@@ -43,7 +43,7 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from arena_envs.cli import UsageError, arena_train, checked_env_arguments
-from arena_envs.names import SCENARIOS, Scenario, UnknownNameError, resolve
+from arena_envs.names import SCENARIOS, find
 from arena_envs.training import ppo
 from arena_envs.training.common import (
     CONFIG_DIR,
@@ -60,6 +60,7 @@ from arena_envs.training.common import (
     score_text,
     set_torch_threads,
     success,
+    trainable,
 )
 from arena_envs.training.evaluate import record_rollout
 from arena_envs.wrappers.flatten import FlatEncoding
@@ -188,6 +189,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("env", nargs="?", help="scenario, any spelling: Foraging-v0, arena_envs/Foraging-v0, foraging, "
                                                "TeamCapture-v0, team_capture_v0 ... (--list shows them)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and the shipped configs, and exit")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (the scenario's, with --set and the flags applied) and exit")
     parser.add_argument("--algo", choices=ALGOS,
                         help="ppo: the lean PPO (the default); sb3-ppo: Stable-Baselines3's (the default for a "
                              "--config or a resumed run without an algo key: configs written before the lean PPO)")
@@ -217,21 +220,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def trainable(name: str) -> Scenario:
-    """The scenario ``name`` spells, when ``arena-train`` can train it; else a one-line error."""
-    try:
-        scenario = resolve(name)
-    except UnknownNameError:
-        if name in config_names():  # a config given as the scenario
-            owner = next((s.short_id for s in SCENARIOS.values() if name.split("/")[-1].startswith(s.key)), "SCENARIO")
-            raise UsageError(f"{name!r} is a config, not a scenario: arena-train {owner} --config {name}") from None
-        raise
-    if scenario.text:
-        raise UsageError(f"{scenario.short_id} is a text puzzle for LLM agents and has no PPO config: play it with "
-                         f"arena-agent {scenario.short_id} --agent scripted (or a model: --base-url URL --model NAME)")
-    return scenario
-
-
 def listing() -> str:
     """``arena-train --list``: the scenarios with their configs, then the other shipped configs."""
     names = config_names()
@@ -252,6 +240,9 @@ def train(argv: list[str] | None = None) -> Path | None:
     if args.list:
         print(listing())
         return None
+    if find(args.env) is None and args.env in config_names():  # a config named where the scenario goes
+        owner = next((s.short_id for s in SCENARIOS.values() if args.env.split("/")[-1].startswith(s.key)), "ENV")
+        raise UsageError(f"{args.env!r} is a config, not a scenario: arena-train {owner} --config {args.env}")
     scenario = trainable(args.env)
 
     # 1. the config: the scenario's YAML, the flags on top; a resumed run keeps its own
@@ -259,7 +250,7 @@ def train(argv: list[str] | None = None) -> Path | None:
     out = Path(args.out or f"runs/{scenario.key}")
     checkpoints = out / "checkpoints"
     resume = latest_checkpoint(checkpoints)
-    if resume and not args.resume:
+    if resume and not args.resume and not args.print_config:
         raise UsageError(f"{out} holds a run already: pass --resume to continue it, or choose another --out")
     if args.resume and resume is None:
         print(f"no checkpoint in {checkpoints}: starting a new run")
@@ -279,6 +270,9 @@ def train(argv: list[str] | None = None) -> Path | None:
     flags += ["capture_video=true"] if args.capture_video else []
     apply_overrides(config, [*flags, *args.set], algo)
     checked_env_arguments(scenario.key, config.get("env_kwargs", {}))
+    if args.print_config:
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+        return None
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     capture = functools.partial(capture_video, config, out / "videos") if config.get("capture_video") else None

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arena_envs.cli import UsageError, arena_agent, checked_env_arguments
+from arena_envs.cli import UsageError, arena_agent, checked_env_arguments, env_argument
 from arena_envs.llm.parsers import FORMATS
 from arena_envs.names import resolve
 
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--no-tools", action="store_true", help="do not send tools= (servers that refuse it)")
-    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=medium (JSON values allowed)")
     parser.add_argument("--chat-agents", default="blue_agent_1",
                         help="Team Capture: the agents played through chat, comma-separated")
@@ -60,19 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Team Capture: what the agents not in --chat-agents do")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
-
-
-def env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env-arg needs KEY=VALUE, got {pair!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    return kwargs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +92,7 @@ async def _main(args: argparse.Namespace) -> int:
     from arena_envs.llm.runner import results_table, run_episodes, summary, write_transcripts
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
-               "max_turns": args.max_turns, **env_kwargs(args.env_arg)}
+               "max_turns": args.max_turns, **dict(args.env_arg)}
     pool, team, scenario = None, None, args.scenario.title
     if args.scenario.multi_agent:
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
@@ -117,7 +104,7 @@ async def _main(args: argparse.Namespace) -> int:
         except (ValueError, TypeError) as error:
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     else:
-        checked_env_arguments(args.scenario.key, env_kwargs(args.env_arg))  # now, not once per episode
+        checked_env_arguments(args.scenario.key, dict(args.env_arg))  # now, not once per episode
         try:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, **options)
         except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback

@@ -8,23 +8,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from arena_envs.cli import UsageError, arena_serve
+from arena_envs.cli import UsageError, arena_serve, env_argument
 
 from .sessions import SCENARIOS
-
-
-def _env_kwarg(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value  # a bare string such as layout=classic
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-rate", type=float, default=1000.0, help="WebSocket messages per second per session")
     p.add_argument("--drain-timeout", type=float, default=10.0,
                    help="seconds shutdown waits for calls in flight")
-    p.add_argument("--env-kwarg", type=_env_kwarg, action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("--env-kwarg", type=env_argument, action="append", default=[], metavar="NAME=VALUE",
                    help="argument for the scenario's env (JSON value or bare string); repeatable")
     p.add_argument("--log-level", default="info")
     return p
