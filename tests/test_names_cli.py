@@ -87,7 +87,8 @@ def test_gym_make_of_team_capture_says_what_to_use_instead():
 
 
 def test_a_bad_scenario_argument_in_gym_make_lists_the_valid_values():
-    with pytest.raises(ValueError, match=r"unknown difficulty 'impossible'; choose one of \['easy', 'hard', 'medium'\]"):
+    valid = r"unknown difficulty 'impossible'; choose one of \['easy', 'hard', 'medium'\]"
+    with pytest.raises(ValueError, match=valid):
         gym.make("arena_envs/TreasureHunt-v0", difficulty="impossible")
     with pytest.raises(ValueError, match=r"layout must be one of \('random', 'classic'\)"):
         gym.make("arena_envs/Foraging-v0", layout="nowhere")
