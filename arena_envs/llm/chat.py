@@ -42,6 +42,7 @@ from typing import Any, NamedTuple, Protocol
 
 from arena_envs.llm.parsers import ParsedCall, parse_reply
 from arena_envs.llm.prompts import system_prompt
+from arena_envs.names import resolve
 from arena_envs.tools import ToolCallError
 
 TREASURE_HUNT = "arena_envs/TreasureHunt-v0"
@@ -277,8 +278,8 @@ def _copies(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scenario_name(env_id: str) -> str:
-    """``"arena_envs/Foraging-v0"`` -> ``"Foraging"``."""
-    return env_id.rpartition("/")[2].partition("-v")[0]
+    """Any spelling of a scenario (``"arena_envs/Foraging-v0"``, ``"foraging"``) -> ``"Foraging"``."""
+    return resolve(env_id).title
 
 
 class PoolBackend:
@@ -417,6 +418,7 @@ class ChatPool:
     def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, max_calls: int = 8,
                  on_no_call: str = "continue", wait_ticks: int = 0, max_turns: int | None = None,
                  **env_kwargs: Any):
+        env_id = resolve(env_id).env_id  # any spelling of the name
         self.env_id, self.size, self.env_kwargs = env_id, size, env_kwargs
         self.options = {"max_calls": max_calls, "on_no_call": on_no_call, "wait_ticks": wait_ticks,
                         "max_turns": max_turns}
