@@ -107,7 +107,7 @@ def resolve(name: str, among: list[str] | None = None) -> Scenario:
     ``among`` limits the answer to these keys (a CLI that serves some scenarios only).
     Raises :class:`UnknownNameError` with a one-line "did you mean" otherwise.
     """
-    keys = among or list(SCENARIOS)
+    keys = [key for key in SCENARIOS if among is None or key in among]  # in the docs' order
     scenario = find(name)
     if scenario is not None and scenario.key in keys:
         return scenario

@@ -10,24 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import one_line, run_cli
 from PIL import Image
 
 from arena_envs import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_cli(command, argv, capsys) -> tuple[int, str, str]:
-    status = command(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 # -- missing extras ---------------------------------------------------------------------------------

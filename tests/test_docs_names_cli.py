@@ -5,7 +5,7 @@ The RLlib command runs in tests/test_rllib_cli.py (it starts Ray)."""
 from __future__ import annotations
 
 import pytest
-from doc_commands import blocks, commands
+from cli_helpers import blocks, commands
 
 from arena_envs import cli
 

@@ -11,12 +11,14 @@ the spelling resolved to); unknown names must give exit status 2 and one line on
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from cli_helpers import one_line, run_cli
 
 import arena_envs  # noqa: F401  (registers the envs)
 from arena_envs import cli
@@ -36,19 +38,6 @@ ALL = [(key, name) for key in SCENARIOS for name in spellings(key)]
 UNKNOWN = [("Foragin-v0", "Foraging-v0"), ("arena_envs/TeamCaptur-v0", "arena_envs/TeamCapture-v0"),
            ("crafting_v1", None), ("CartPole-v1", None)]
 SHORT_EPISODE = {"foraging": "max_ticks=5", "crafting": "max_ticks=5", "team_capture": "max_ticks=5"}
-
-
-def run_cli(command, argv, capsys) -> tuple[int, str, str]:
-    status = command(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line(err: str) -> str:
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 # -- the resolver itself ---------------------------------------------------------------------------
@@ -217,6 +206,32 @@ def test_the_console_scripts_print_one_line_and_exit_2_for_an_unknown_name(scrip
     assert done.returncode == 2, done.stderr
     line = one_line(done.stderr)
     assert line.startswith(f"{script}: error: unknown ") and "did you mean" in line
+
+
+def test_arena_serve_serves_a_scenario_named_by_its_gymnasium_id(tmp_path):
+    """The real console script and server: ``arena-serve arena_envs/TeamCapture-v0`` serves team capture."""
+    import signal
+    import time
+
+    import requests
+
+    port = 19000 + os.getpid() % 1000
+    process = subprocess.Popen([str(BIN / "arena-serve"), "arena_envs/TeamCapture-v0", "--port", str(port),
+                                "--max-sessions", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                metadata = requests.get(f"http://127.0.0.1:{port}/metadata", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert process.poll() is None and time.monotonic() < deadline, "arena-serve did not start"
+                time.sleep(0.3)
+        assert metadata.ok and metadata.json()["name"] == "arena_envs/team_capture"
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
 
 
 # -- the table for the closing note --------------------------------------------------------------------

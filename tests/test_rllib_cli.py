@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from doc_commands import commands
+from cli_helpers import commands
 
 from arena_envs.training.rllib_ppo import main
 
