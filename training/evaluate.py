@@ -118,7 +118,7 @@ def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], pa
     for ax, (column, label, key) in zip(axes, panels, strict=True):
         values = np.array([float(r[column]) for r in rows])
         ax.plot(steps, values, label="PPO")
-        if few.any():
+        if "rollout" in column and few.any():  # (an evaluation's points are each a whole evaluation)
             ax.plot(steps[few], values[few], "o", mfc="none", color="tab:blue",
                     label=f"fewer than {WINDOW} episodes ended")
         if "rollout" in column and first_update < steps[0]:
