@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from arena_envs.names import UnknownNameError, resolve
+from arena_envs.names import Scenario, UnknownNameError, resolve, unknown
 
 USAGE_EXIT = 2  # as argparse exits on a bad command line
 
@@ -114,9 +114,31 @@ def checked_env_arguments(name: str, env_kwargs: dict[str, Any]) -> None:
     try:
         env = (gym.make_vec(scenario.env_id, num_envs=1, vectorization_mode="vector_entry_point", **env_kwargs)
                if scenario.multi_agent else gym.make(scenario.env_id, **env_kwargs))
-    except (ValueError, TypeError) as error:
+    except TypeError as error:
+        name = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        if name is None:
+            raise UsageError(f"{scenario.short_id} does not take {_shown(env_kwargs)}: {error}") from None
+        raise UsageError(unknown(name.group(1), f"{scenario.short_id} argument", env_arguments(scenario))) from None
+    except ValueError as error:
         raise UsageError(f"{scenario.short_id} does not take {_shown(env_kwargs)}: {error}") from None
     env.close()
+
+
+def env_arguments(scenario: Scenario) -> list[str]:
+    """The keyword arguments the scenario's env takes: its rules' parameters (and the constructor's own)."""
+    import dataclasses
+    import inspect
+
+    import gymnasium as gym
+
+    if scenario.text:  # its env class's signature
+        creator = gym.envs.registration.load_env_creator(gym.spec(scenario.env_id).entry_point)
+        return [p for p in inspect.signature(creator).parameters if p != "self"]
+    from arena_envs.envs import SCENARIOS, build
+
+    own = [p for p in inspect.signature(SCENARIOS[scenario.key].rules).parameters if p not in ("params", "kwargs")]
+    fields = [field.name for field in dataclasses.fields(build(scenario.key)[0].params)]
+    return list(dict.fromkeys(["render_mode", *own, *fields]))
 
 
 def _shown(env_kwargs: dict[str, Any]) -> str:

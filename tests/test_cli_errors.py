@@ -64,8 +64,13 @@ BAD_ARGUMENTS = [
      "Crafting-v0 does not take layout='nowhere'"),
     (cli.rllib_ppo, ["TeamCapture-v0", "--env-config", '{"agents_per_team": 99}'],
      "TeamCapture-v0 does not take agents_per_team=99"),
-    (cli.arena_agent, ["Foraging-v0", "--agent", "scripted", "--env-arg", "colour=blue"],
-     "Foraging-v0 does not take colour='blue'"),
+    (cli.arena_agent, ["Foraging-v0", "--agent", "scripted", "--env-arg", "max_tick=5"],
+     "unknown Foraging-v0 argument 'max_tick'; did you mean 'max_ticks'? (known: render_mode, half_size,"),
+    (cli.arena_agent, ["team_capture", "--agent", "scripted", "--env-arg", "agents_per_teem=3"],
+     "unknown TeamCapture-v0 argument 'agents_per_teem'; did you mean 'agents_per_team'? (known: render_mode, "
+     "agents_per_team, max_cycles,"),
+    (cli.arena_agent, ["treasure_hunt", "--agent", "scripted", "--env-arg", "dificulty=hard"],
+     "unknown TreasureHunt-v0 argument 'dificulty'; did you mean 'difficulty'? (known: difficulty, backend,"),
 ]
 
 

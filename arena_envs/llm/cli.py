@@ -94,6 +94,7 @@ async def _main(args: argparse.Namespace) -> int:
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
                "max_turns": args.max_turns, **dict(args.env_arg)}
     pool, team, scenario = None, None, args.scenario.title
+    checked_env_arguments(args.scenario.key, dict(args.env_arg))  # now, not once per episode
     if args.scenario.multi_agent:
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
@@ -104,7 +105,6 @@ async def _main(args: argparse.Namespace) -> int:
         except (ValueError, TypeError) as error:
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     else:
-        checked_env_arguments(args.scenario.key, dict(args.env_arg))  # now, not once per episode
         try:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, **options)
         except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
