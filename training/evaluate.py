@@ -196,7 +196,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", metavar="MODEL_OR_BASELINE",
                         help="a model (.zip or run directory from arena-train) or a baseline: random, scripted")
-    parser.add_argument("env", help="env id, e.g. Foraging-v0")
+    parser.add_argument("env", help="scenario, any spelling: Foraging-v0, arena_envs/Foraging-v0, foraging, "
+                                    "team_capture_v0 ...")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
     parser.add_argument("--seed", type=int, default=10_000, help="seed of the first world (default 10000)")
     parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")

@@ -5,6 +5,8 @@
     arena-train Foraging-v0 --algo sb3-ppo --timesteps 3000000 --n-envs 64 --seed 0 --out runs/sb3
     arena-train Foraging-v0 --out runs/foraging --resume    # continue from the last checkpoint
     arena-train team_capture_v0 --out runs/team_capture   # self-play: one policy plays every agent
+    arena-train TeamCapture-v0 --set ppo.learning_rate=1e-3 --num-envs 128 --capture-video   # overrides, GIFs
+    arena-train --list                                      # the scenarios and their configs, the other configs
     arena-train Foraging-v0 --algo sb3-ppo --vec dummy --timesteps 300000 --out runs/dummy   # speed reference
 
 ``--algo ppo`` (the default) is the lean CleanRL-style PPO of :mod:`arena_envs.training.ppo`,
