@@ -11,25 +11,23 @@ Importing the package registers the Gymnasium environments::
 
 from gymnasium.envs.registration import register, registry
 
+from arena_envs.names import SCENARIOS
+
 __version__ = "0.1.0"
 
-# Every 2D scenario is registered through the same two factories of arena_envs.envs; team
-# capture has only the vector form in Gymnasium (its single-world forms are PettingZoo's).
-_SCENARIOS = {
-    "arena_envs/Foraging-v0": "foraging",
-    "arena_envs/Crafting-v0": "crafting",
-    "arena_envs/TeamCapture-v0": "team_capture",
-}
-
-
+# Every 2D scenario is registered through the same two factories of arena_envs.envs, under the
+# ids of arena_envs.names; team capture's single-world forms are PettingZoo's, so its gym.make
+# says so in one line (arena_envs.envs.make_env).
 def _register_all() -> None:
-    for env_id, scenario in _SCENARIOS.items():
-        if env_id not in registry:
-            register(id=env_id, entry_point=None if scenario == "team_capture" else "arena_envs.envs:make_env",
-                     vector_entry_point="arena_envs.envs:make_vector_env", kwargs={"scenario": scenario})
-    if "arena_envs/TreasureHunt-v0" not in registry:
-        register(id="arena_envs/TreasureHunt-v0", entry_point="arena_envs.treasure_hunt.env:TreasureHuntEnv",
-                 vector_entry_point="arena_envs.treasure_hunt.env:TreasureHuntVectorEnv")
+    for scenario in SCENARIOS.values():
+        if scenario.env_id in registry:
+            continue
+        if scenario.text:
+            register(id=scenario.env_id, entry_point="arena_envs.treasure_hunt.env:TreasureHuntEnv",
+                     vector_entry_point="arena_envs.treasure_hunt.env:TreasureHuntVectorEnv")
+        else:
+            register(id=scenario.env_id, entry_point="arena_envs.envs:make_env",
+                     vector_entry_point="arena_envs.envs:make_vector_env", kwargs={"scenario": scenario.key})
 
 
 _register_all()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import gymnasium as gym
 
 import arena_envs  # noqa: F401  (registers the envs)
+from arena_envs.cli import arena_bench
+from arena_envs.names import UnknownNameError, find, unknown
 
 ACTION_POOL = 16  # distinct pre-sampled action batches cycled through
 WINDOWS = 3  # each row is the best of this many timing windows
@@ -385,15 +388,27 @@ def format_table(rows: list[tuple[str, float, str]]) -> str:
     return "\n".join(lines)
 
 
+def section(name: str) -> str:
+    """The section ``name`` names: a section's own name, or any spelling of a scenario that has one."""
+    if name in SECTIONS:
+        return name
+    scenario = find(name)
+    if scenario is not None and scenario.key in SECTIONS:
+        return scenario.key
+    raise UnknownNameError(unknown(name, "section", list(SECTIONS)))
+
+
 def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     """Measure the sections named in ``argv``, print the table and return its rows."""
     parser = argparse.ArgumentParser(prog="arena-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per row (default 2)")
-    parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default all)")
+    parser.add_argument("--only", nargs="*", metavar="SECTION",
+                        help=f"sections to run (default all): {', '.join(SECTIONS)}; a scenario's section also "
+                             "by any spelling of its name (Foraging-v0, team_capture_v0 ...)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = parser.parse_args(argv)
     rows: list[tuple[str, float, str]] = []
-    for name in args.only or SECTIONS:
+    for name in dict.fromkeys(section(name) for name in args.only or SECTIONS):  # each section once
         rows += SECTIONS[name](args.seconds)
     print(format_table(rows), flush=True)
     if args.json:
@@ -402,10 +417,10 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The ``arena-bench`` console script (returns nothing, so the exit status is 0)."""
-    run(argv)
+def main(argv: list[str] | None = None) -> int:
+    """The ``arena-bench`` console script: exit status 0, or 2 with one line for a user's mistake."""
+    return arena_bench(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,6 +27,7 @@ from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch, Rules, reset_mask, row, world_seeds
 from arena_envs.crafting import Crafting
 from arena_envs.foraging import Foraging
+from arena_envs.names import find
 from arena_envs.render import MAP_PIXELS, RENDER_FPS, RENDER_MODES, Renderer, Scene, render_frame, text_map, tile
 from arena_envs.scenes import CraftingScene, TeamCaptureScene
 from arena_envs.team_capture import make_scenario as team_capture
@@ -76,8 +77,12 @@ class ArenaEnv(gym.Env):
     def __init__(self, scenario: str | Rules = "foraging", render_mode: str | None = None, **kwargs: Any):
         self.renderer = Renderer(render_mode, self.metadata, f"arena_envs: {name_of(scenario)}")
         rules, self.scene, multi_agent = build(scenario, **kwargs)
-        if multi_agent:
-            raise ValueError(f"{scenario!r} has several agents per world: use its PettingZoo or vector env")
+        if multi_agent:  # gym.make("arena_envs/TeamCapture-v0") comes here
+            named = find(scenario) if isinstance(scenario, str) else None
+            raise ValueError(f"{named.env_id if named else scenario!r} has several agents per world, so it has no "
+                             f"single-agent Gymnasium env: "
+                             f"use arena_envs.team_capture_v0.parallel_env() (PettingZoo) or "
+                             f"gym.make_vec('arena_envs/TeamCapture-v0', num_envs=N)")
         self.batch = Batch(rules, 1)
         self.scenario, self.state = rules, self.batch.state
         self.observation_space = rules.observation_space
@@ -214,12 +219,10 @@ class ArenaVectorEnv(VectorEnv):
 
 # -- registration: one factory for every scenario ---------------------------------------------
 
-ALIASES = {"team_capture_v0": "arena_envs/TeamCapture-v0", "team_capture": "arena_envs/TeamCapture-v0"}
-
-
 def registered_id(name: str) -> str:
-    """The Gymnasium id for ``name``: itself, or the id of PettingZoo's module name ``team_capture_v0``."""
-    return ALIASES.get(name.split("/")[-1], name)
+    """The Gymnasium id for any spelling of a scenario (:mod:`arena_envs.names`); another name as it is."""
+    scenario = find(name)
+    return scenario.env_id if scenario else name
 
 
 def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:

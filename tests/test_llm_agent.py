@@ -166,13 +166,13 @@ def test_the_openai_agent_reads_the_key_from_the_environment(server, monkeypatch
     assert reply.error_class == "bad_request" and reply.retries == 0 and len(reply.requests) == 1
 
 
-def test_cli_refuses_bad_arguments(tmp_path):
-    with pytest.raises(SystemExit, match="--model"):
-        main([HUNT, "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="multiple"):
-        main([HUNT, "--agent", "scripted", "--episodes", "5", "--group-size", "2", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="cannot make"):
-        main(["arena_envs/Nope-v0", "--agent", "scripted", "--out", str(tmp_path)])
+def test_cli_refuses_bad_arguments(tmp_path, capsys):
+    for args, fix in (([HUNT], "--model is required"),
+                      ([HUNT, "--agent", "scripted", "--episodes", "5", "--group-size", "2"], "multiple"),
+                      (["arena_envs/Nope-v0", "--agent", "scripted"], "unknown environment")):
+        assert main([*args, "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert fix in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
 def test_team_capture_with_two_chat_agents_through_the_server(server, tmp_path):
@@ -188,6 +188,5 @@ def test_team_capture_with_two_chat_agents_through_the_server(server, tmp_path):
         assert blue["steps"] > 0 and red["steps"] > 0
     for record in records:
         validate_transcript(record["messages"])
-    with pytest.raises(SystemExit, match="unknown agents"):
-        main(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--chat-agents", "green_agent_1",
-              "--out", str(tmp_path)])
+    assert main(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--chat-agents", "green_agent_1",
+                 "--out", str(tmp_path)]) == 2

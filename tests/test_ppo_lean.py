@@ -11,6 +11,7 @@ import torch
 import yaml
 from stable_baselines3 import PPO
 
+from arena_envs.cli import UsageError
 from arena_envs.training import evaluate, ppo, train
 from arena_envs.training.common import load_config
 
@@ -118,9 +119,9 @@ def test_resume_continues_the_run(tmp_path):
     out = tmp_path / "run"
     config = tiny_config(tmp_path / "c.yaml", ppo_config_path("foraging"))
     train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
-    with pytest.raises(SystemExit, match="holds a run already"):
+    with pytest.raises(UsageError, match="holds a run already"):
         train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
-    with pytest.raises(SystemExit, match="--algo ppo"):
+    with pytest.raises(UsageError, match="--algo ppo"):
         train.train(["Foraging-v0", "--algo", "sb3-ppo", "--out", str(out), "--resume", *TINY])
     train.train(["Foraging-v0", "--out", str(out), "--resume", "--n-envs", "8", "--timesteps", "2048",
                  "--no-progress"])
@@ -187,7 +188,7 @@ def ppo_configs():
 def test_which_trainer_runs(tmp_path):
     """The lean PPO by default; SB3 for configs without an ``algo`` key unless --algo says otherwise."""
     lean = tiny_config(tmp_path / "lean.yaml", ppo_config_path("foraging"))
-    with pytest.raises(SystemExit, match="lean PPO's"):
+    with pytest.raises(UsageError, match="lean PPO's"):
         train.train(["Foraging-v0", "--algo", "sb3-ppo", "--config", lean, "--out", str(tmp_path / "x"), *TINY])
     sb3 = load_config("Foraging-v0")
     out = tmp_path / "sb3"

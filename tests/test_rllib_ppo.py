@@ -8,6 +8,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.rllib")
 
+from arena_envs.names import UnknownNameError  # noqa: E402
 from arena_envs.training.rllib_ppo import build_config, env_episodes, env_id, summary  # noqa: E402
 from arena_envs.wrappers.rllib import TeamCaptureMultiAgentEnv, make_vector_env, register  # noqa: E402
 
@@ -93,5 +94,5 @@ def test_team_capture_env_checks_its_input():
 def test_env_names():
     assert env_id("Foraging-v0") == "arena_envs/Foraging-v0"
     assert env_id("team_capture_v0") == "arena_envs/TeamCapture-v0"
-    with pytest.raises(SystemExit, match="no RLlib env"):
+    with pytest.raises(UnknownNameError, match="unknown environment .CartPole-v1."):
         env_id("CartPole-v1")

@@ -189,7 +189,7 @@ def test_arena_serve_refuses_bad_arguments_clearly(capsys):
     from arena_envs.serve.cli import main
 
     assert main(["no_such_scenario"]) == 2
-    assert "unknown scenario 'no_such_scenario'" in capsys.readouterr().err
+    assert "unknown environment 'no_such_scenario'" in capsys.readouterr().err
     assert main(["foraging", "--max-sessions", "0"]) == 2
     assert "max_sessions must be at least 1" in capsys.readouterr().err
     assert main(["treasure_hunt", "--env-kwarg", "difficulty=impossible"]) == 2

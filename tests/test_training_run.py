@@ -12,6 +12,8 @@ import pytest
 import yaml
 from PIL import Image
 
+from arena_envs.cli import UsageError
+from arena_envs.names import UnknownNameError
 from arena_envs.render import MAP_PIXELS
 from arena_envs.training.common import CONFIG_DIR, load_config
 from arena_envs.training.evaluate import evaluate, read_progress
@@ -63,7 +65,7 @@ def test_train_resume_and_evaluate_write_their_outputs(tmp_path, tiny_config, ca
     speed = json.loads((run / "speed.json").read_text())
     assert speed["steps_per_s"] > 0 and 0 < speed["env_share"] < 1
 
-    with pytest.raises(SystemExit, match="--resume"):  # a finished run is never overwritten by accident
+    with pytest.raises(UsageError, match="--resume"):  # a finished run is never overwritten by accident
         train(common + ["--timesteps", "2048"])
     train(common + ["--timesteps", "2048", "--resume"])
     assert latest_checkpoint(run / "checkpoints")[1] == 2048
@@ -132,8 +134,8 @@ def test_every_scenario_config_loads_and_unknown_envs_say_what_exists():
     assert (CONFIG_DIR / "foraging.yaml").is_file()
     config = load_config("arena_envs/Foraging-v0")
     assert config["env_id"] == "arena_envs/Foraging-v0" and config["encoding"]["tools"]
-    with pytest.raises(FileNotFoundError, match="foraging"):
-        load_config("Nowhere-v0")
+    with pytest.raises(UnknownNameError, match="did you mean 'Foraging-v0'"):
+        load_config("Foragin-v0")
 
 
 def test_console_scripts_point_at_callables():

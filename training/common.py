@@ -27,7 +27,8 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 import arena_envs  # noqa: F401  (registers the envs)
-from arena_envs.envs import SCENARIOS, registered_id
+from arena_envs.cli import UsageError
+from arena_envs.names import Scenario, resolve, unknown
 from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, merge_agents, split_agents
 from arena_envs.wrappers.sb3 import Sb3VecEnv, make_native
 
@@ -35,30 +36,110 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 
 
 def full_env_id(name: str) -> str:
-    """``Foraging-v0`` or ``arena_envs/Foraging-v0`` -> ``arena_envs/Foraging-v0``."""
-    return name if "/" in name else f"arena_envs/{name}"
+    """Any spelling of a scenario (``Foraging-v0``, ``foraging``, ``team_capture_v0``) -> its registered id."""
+    return resolve(name).env_id
 
 
 def scenario_name(env_id: str) -> str:
-    """``arena_envs/Foraging-v0`` -> ``foraging``, ``team_capture_v0`` -> ``team_capture``: the config's name."""
-    return re.sub(r"[-_]v\d+$", "", env_id.split("/")[-1]).lower()
+    """Any spelling of a scenario -> its key (``foraging``, ``team_capture``): the config's name."""
+    return resolve(env_id).key
 
 
 def is_team(env_id: str) -> bool:
     """Whether ``env_id`` is a two-team scenario (agents play in teams, one policy for all)."""
-    scenario = gym.spec(registered_id(env_id)).kwargs.get("scenario")
-    return scenario in SCENARIOS and SCENARIOS[scenario].multi_agent
+    return resolve(env_id).multi_agent
+
+
+def trainable(name: str) -> Scenario:
+    """The scenario ``name`` spells when it has arrays to train and evaluate on; a text scenario
+    (Treasure Hunt) gets a one-line error that names what plays it."""
+    scenario = resolve(name)
+    if scenario.text:
+        raise UsageError(f"{scenario.short_id} is a text puzzle for LLM agents, with no PPO config: play it with "
+                         f"arena-agent {scenario.short_id} --agent scripted (or a model: --base-url URL --model NAME)")
+    return scenario
+
+
+def config_names() -> dict[str, Path]:
+    """Every shipped config by name: ``foraging`` (SB3's), ``ppo/foraging`` (the lean PPO's),
+    ``foraging_large_batch`` ..."""
+    return {str(p.relative_to(CONFIG_DIR).with_suffix("")): p for p in sorted(CONFIG_DIR.rglob("*.yaml"))}
+
+
+def config_path(spec: str | Path) -> Path:
+    """A config from a path to a YAML file or a name of :func:`config_names`."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    names = config_names()
+    if str(spec) in names:
+        return names[str(spec)]
+    raise UsageError(unknown(str(spec), "config (neither a file nor a shipped config)", list(names)))
 
 
 def load_config(env: str, path: str | Path | None = None) -> dict[str, Any]:
     """The scenario's training config (or the YAML at ``path``), with ``env_id`` filled in."""
     env_id = full_env_id(env)
-    path = Path(path) if path else CONFIG_DIR / f"{scenario_name(env_id)}.yaml"
+    path = config_path(path) if path else CONFIG_DIR / f"{scenario_name(env_id)}.yaml"
     if not path.exists():
-        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise FileNotFoundError(f"no training config {path} for {env_id} (configs exist for {known})")
+        raise UsageError(f"{resolve(env).short_id} has no training config ({path.name}): "
+                         f"configs exist for {', '.join(config_names())}")
     config = yaml.safe_load(path.read_text())
     config["env_id"] = env_id
+    return config
+
+
+# -- overrides from the command line (--set KEY=VALUE) -------------------------------------------
+
+# the keys a config may have besides its sections, and what the trainers read from each section
+RUN_KEYS = ("algo", "env_id", "n_envs", "num_workers", "timesteps", "seed", "torch_threads", "normalize_reward",
+            "checkpoint_every", "eval_every", "eval_episodes", "policy", "capture_video")
+
+
+def known_keys(config: dict[str, Any], algo: str) -> list[str]:
+    """Every dotted key ``--set`` accepts for this config and trainer (``env_kwargs.*`` is checked by
+    making the env, so any name is let through here)."""
+    import inspect
+
+    from stable_baselines3 import PPO
+
+    from arena_envs.training.ppo import PPOConfig
+
+    ppo_keys = (list(PPOConfig.__dataclass_fields__) if algo == "ppo"
+                else [p for p in inspect.signature(PPO.__init__).parameters if p not in ("self", "policy", "env")])
+    encoding = [p for p in inspect.signature(FlatEncoding.__init__).parameters
+                if p not in ("self", "observation_space", "action_space", "params")]
+    keys = [*RUN_KEYS, *(f"ppo.{k}" for k in ppo_keys), *(f"encoding.{k}" for k in encoding),
+            "policy_kwargs.net_arch", "policy_kwargs.activation"]
+    keys += [f"{section}.{k}" for section, values in config.items() if isinstance(values, dict) for k in values]
+    return list(dict.fromkeys(keys))
+
+
+def apply_overrides(config: dict[str, Any], pairs: list[str], algo: str) -> dict[str, Any]:
+    """``config`` with each ``KEY=VALUE`` of ``pairs`` set (``ppo.learning_rate=1e-3``: a dotted key,
+    the value read as YAML, so ``1e-3`` is a float, ``[64, 64]`` a list and ``classic`` a string)."""
+    known = known_keys(config, algo)
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set needs KEY=VALUE (e.g. ppo.learning_rate=1e-3), got {pair!r}")
+        if key not in known and not key.startswith("env_kwargs."):
+            raise UsageError(unknown(key, "config key", known, shown=["ppo.*", "encoding.*", "env_kwargs.*",
+                                                                      "policy_kwargs.*", *RUN_KEYS]))
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise UsageError(f"--set {key}: {text!r} is not a YAML value ({error.problem})") from None
+        if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+            value = float(value)  # YAML 1.1 reads 1e-3 as a string (it wants 1.0e-3)
+        *sections, leaf = key.split(".")
+        node = config
+        for section in sections:
+            node = node.setdefault(section, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {key}: {section} is not a section of the config")
+        node[leaf] = value
     return config
 
 
@@ -69,12 +150,32 @@ def run_directory(model_path: str | Path) -> Path:
     for folder in (model_path, model_path.parent, model_path.parent.parent):
         if (folder / "config.yaml").exists():
             return folder
-    raise FileNotFoundError(f"no config.yaml beside {model_path}: was it written by arena-train?")
+    raise UsageError(f"no config.yaml beside {model_path}: arena-eval reads models that arena-train wrote")
 
 
 def run_config(model_path: str | Path) -> dict[str, Any]:
     """The ``config.yaml`` saved by ``arena-train`` with a model (see :func:`run_directory`)."""
     return yaml.safe_load((run_directory(model_path) / "config.yaml").read_text())
+
+
+def set_torch_threads(config: dict[str, Any]) -> int:
+    """Run torch on the config's ``torch_threads`` (default 1; 0: every core) and return how many.
+    A small MLP gains nothing from more, and on a shared machine threads beyond the free cores
+    leave OpenMP spinning: 30k SB3 steps took 55 s on every thread of a busy machine, 2.9 s on one."""
+    import os
+
+    import torch
+
+    threads = int(config.get("torch_threads", 1)) or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    return threads
+
+
+def score_text(score_mean: float | None, episodes: int) -> str:
+    """The recent episodes' mean score for a log line, or that none has ended yet (not a score of 0)."""
+    if not episodes or score_mean is None:
+        return "no episode finished yet"
+    return f"score {score_mean:.1f} over the last {episodes} episode{'s' * (episodes != 1)}"
 
 
 # -- training envs ---------------------------------------------------------------------
@@ -157,7 +258,14 @@ class ModelAgent:
 
         config = run_config(path)
         encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
-        return cls(PPO.load(path, device="cpu"), encoding, deterministic)
+        model = PPO.load(path, device="cpu")
+        wanted = (model.observation_space.shape, tuple(getattr(model.action_space, "nvec", ())))
+        given = (encoding.observation_space.shape, tuple(encoding.action_space.nvec))
+        if wanted != given:
+            raise UsageError(f"{path} does not fit this env: it takes observations of shape {wanted[0]} and actions "
+                             f"{list(wanted[1])}, the env under its run's encoding gives {given[0]} and "
+                             f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
+        return cls(model, encoding, deterministic)
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent

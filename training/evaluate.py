@@ -25,21 +25,24 @@ import csv
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from arena_envs.cli import UsageError, arena_eval, checked_env_arguments, env_argument
+from arena_envs.names import resolve
 from arena_envs.training.common import (
     agent_factory,
-    full_env_id,
     is_team,
     load_config,
     play,
     policy,
     run_config,
     run_directory,
+    trainable,
 )
 from arena_envs.world import RESULT_CODES, TOOL_NAMES
 from arena_envs.wrappers.flatten import merge_agents
@@ -54,7 +57,7 @@ def model_path(spec: str) -> Path:
     if path.is_dir():
         path = path / "model.zip"
     if not path.exists():
-        raise FileNotFoundError(f"{spec} is neither {' nor '.join(BASELINES)} nor a model (.zip or run directory)")
+        raise UsageError(f"{spec} is neither {' nor '.join(BASELINES)} nor a model (.zip or run directory)")
     return path
 
 
@@ -69,6 +72,8 @@ def format_table(rows: dict[str, dict[str, np.ndarray]], title: str) -> str:
                      f"| {r['length'].mean():5.0f} ± {r['length'].std():4.0f} |")
     return "\n".join(lines)
 
+
+WINDOW = 100  # the training curve's points are means over the last this many episodes
 
 # What the learning curve shows: (progress column, axis label, the baselines' summary column)
 SINGLE_PANELS = (("rollout/score_mean", "episode score (last 100)", "score_mean"),
@@ -108,9 +113,19 @@ def learning_curve(run: Path, panels, baselines: dict[str, dict[str, float]], pa
     if not rows:
         return None
     steps = np.array([float(r["time/total_timesteps"]) for r in rows])
+    # a mean over the first few episodes to end (often deaths, scoring 0) says little: hollow
+    # markers; before the first one ended there is no point at all, and a shaded span says so
+    few = np.array([float(r.get("rollout/score_episodes") or WINDOW) < WINDOW for r in rows])
+    first_update = min(float(r["time/total_timesteps"]) for r in read_progress(run, "time/total_timesteps")[0])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, (column, label, key) in zip(axes, panels, strict=True):
-        ax.plot(steps, [float(r[column]) for r in rows], label="PPO")
+        values = np.array([float(r[column]) for r in rows])
+        ax.plot(steps, values, label="PPO")
+        if "rollout" in column and few.any():  # (an evaluation's points are each a whole evaluation)
+            ax.plot(steps[few], values[few], "o", mfc="none", color="tab:blue",
+                    label=f"fewer than {WINDOW} episodes ended")
+        if "rollout" in column and first_update < steps[0]:
+            ax.axvspan(0, steps[0], color="0.9", label="no episode finished yet")
         for (name, values), colour in zip(baselines.items(), ("tab:red", "tab:green"), strict=False):
             ax.axhline(values[key], ls="--", color=colour, label=f"{name} ({values[key]:.2f})")
         for i, start in enumerate(resumed_at):
@@ -135,9 +150,10 @@ def _segment_seconds(file: Path) -> float:
 
 
 def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: dict[str, Any] | None = None,
-                   make_opponent=None, every: int = 2) -> tuple[Path, Path]:
+                   make_opponent=None, every: int = 2, name: str = "rollout") -> tuple[Path, Path]:
     """One episode in world ``seed`` (in team capture, ``make_agent``'s blue against
-    ``make_opponent``'s red): a GIF (every ``every``-th tick) and one JSON line per tick."""
+    ``make_opponent``'s red): ``<out>/<name>.gif`` (every ``every``-th tick) and
+    ``<out>/<name>.jsonl``, one JSON line per tick."""
     from arena_envs.render import save_gif
 
     envs = make_native(env_id, 1, **(env_kwargs or {}))
@@ -164,8 +180,8 @@ def record_rollout(make_agent, env_id: str, seed: int, out: Path, env_kwargs: di
         if done:
             break
     envs.close()
-    (out / "rollout.jsonl").write_text("\n".join(lines) + "\n")
-    return save_gif(frames, out / "rollout.gif", fps=20), out / "rollout.jsonl"
+    (out / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    return save_gif(frames, out / f"{name}.gif", fps=20), out / f"{name}.jsonl"
 
 
 def _jsonable(actions: dict[str, Any], i: int) -> dict[str, Any]:
@@ -183,12 +199,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", metavar="MODEL_OR_BASELINE",
                         help="a model (.zip or run directory from arena-train) or a baseline: random, scripted")
-    parser.add_argument("env", help="env id, e.g. Foraging-v0")
+    parser.add_argument("env", help="scenario, any spelling: Foraging-v0, arena_envs/Foraging-v0, foraging, "
+                                    "team_capture_v0 ...")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
     parser.add_argument("--seed", type=int, default=10_000, help="seed of the first world (default 10000)")
     parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")
     parser.add_argument("--out", help="where to write (default: the model's run directory, else runs/eval)")
     parser.add_argument("--rollout", action="store_true", help="also record one episode of the model")
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
+                        help="scenario argument on top of the run's (or the scenario config's), e.g. layout=classic "
+                             "or max_ticks=100 (JSON value or bare string); repeatable")
     parser.add_argument("--record", metavar="DIR", help="write every episode to DIR/episodes.jsonl for arena-view")
     return parser.parse_args(argv)
 
@@ -197,18 +217,24 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Run ``arena-eval`` with these arguments; mean and std of every column, per agent (per
     matchup, ``"<blue> vs <red>"``, in team capture)."""
     args = parse_args(argv)
-    env_id = full_env_id(args.env)
+    env_id = trainable(args.env).env_id
     torch.set_num_threads(1)  # small batches of a small MLP: more threads would only contend
     is_model = args.model not in BASELINES
     if is_model:
         path = model_path(args.model)
-        env_kwargs = run_config(path).get("env_kwargs", {})
+        config = run_config(path)
+        trained_on = resolve(config["env_id"])
+        if trained_on.env_id != env_id:
+            raise UsageError(f"{args.model} was trained on {trained_on.short_id}, not {resolve(env_id).short_id}: "
+                             f"arena-eval {args.model} {trained_on.short_id}")
+        env_kwargs = {**config.get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out) if args.out else path.parent
         names = {"ppo": str(path), **{b: b for b in BASELINES}}
     else:
-        env_kwargs = load_config(env_id).get("env_kwargs", {})
+        env_kwargs = {**load_config(env_id).get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out or "runs/eval")
         names = {b: b for b in sorted(BASELINES, key=lambda b: b != args.model)}
+    checked_env_arguments(env_id, env_kwargs)
     out.mkdir(parents=True, exist_ok=True)
     # who plays against whom: alone, or every agent against each baseline team
     matchups = ({f"{name} vs {rival}": (spec, rival) for name, spec in names.items() for rival in BASELINES}
@@ -246,9 +272,10 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> None:
-    evaluate(argv)
+def main(argv: list[str] | None = None) -> int:
+    """The ``arena-eval`` console script: a user's mistake is one line and exit status 2."""
+    return arena_eval(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

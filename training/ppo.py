@@ -26,10 +26,10 @@ from __future__ import annotations
 import csv
 import functools
 import json
-import os
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from arena_envs.sharded import ShardedVectorEnv, make_native_env
-from arena_envs.training.common import ModelAgent, agent_factory, is_team, play
+from arena_envs.training.common import ModelAgent, agent_factory, is_team, play, score_text, set_torch_threads
 from arena_envs.wrappers.flatten import FlatEncoding, FlatVectorEnv
 
 # -- 1. hyperparameters ----------------------------------------------------------------------
@@ -212,6 +212,7 @@ class ReturnScaler:
 # progress.csv's columns: the names SB3 logs (arena-eval plots rollout/score_mean or eval/return_mean)
 COLUMNS = ("time/total_timesteps", "time/time_elapsed", "time/fps", "time/env_share", "time/iterations",
            "rollout/ep_rew_mean", "rollout/ep_len_mean", "rollout/score_mean", "rollout/success_rate",
+           "rollout/score_episodes",
            "train/learning_rate", "train/policy_gradient_loss", "train/value_loss", "train/entropy_loss",
            "train/approx_kl", "train/clip_fraction", "train/explained_variance",
            "eval/return_mean", "eval/score_mean", "eval/success_rate")
@@ -275,13 +276,13 @@ def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
 
 
 def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: float | None = None,
-          progress: bool = True) -> dict[str, Any]:
+          progress: bool = True, on_checkpoint: Callable[[Agent, int], Any] | None = None) -> dict[str, Any]:
     """Train the lean PPO with ``config`` (a resolved ``arena-train`` config) into ``out``;
-    returns what it writes to ``speed.json``."""
+    returns what it writes to ``speed.json``. ``on_checkpoint(agent, steps)`` runs after each
+    checkpoint and at the end (``--capture-video`` records a rollout there)."""
     args = PPOConfig.from_config(config)
     seed = int(config["seed"])
-    threads = int(config.get("torch_threads", 0)) or os.cpu_count() or 1
-    torch.set_num_threads(threads)
+    set_torch_threads(config)
     checkpoints = out / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
 
@@ -415,8 +416,9 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
                "train/explained_variance": (1 - (b_ret - b_val).var() / variance).item() if variance > 0 else 0.0}
         if returns:
             row.update({"rollout/ep_rew_mean": float(np.mean(returns)), "rollout/ep_len_mean": float(np.mean(lengths))})
-        if scores:
+        if scores:  # none before the first episode ends: an empty cell rather than a score of 0
             row["rollout/score_mean"] = float(np.mean(scores))
+            row["rollout/score_episodes"] = len(scores)
         if successes:
             row["rollout/success_rate"] = float(np.mean(successes))
         if eval_every and step >= next_eval:
@@ -424,12 +426,14 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
             row.update(periodic_eval(agent, config))
         log.write(row)
         if progress:
-            shown = f"score {row['rollout/score_mean']:.1f}" if "rollout/score_mean" in row else (
-                f"eval {row['eval/return_mean']:.1f}" if "eval/return_mean" in row else "")
+            shown = (f"eval {row['eval/return_mean']:.1f}" if "eval/return_mean" in row and not scores
+                     else score_text(row.get("rollout/score_mean"), len(scores)))
             print(f"\r{step:>11,} steps  {row['time/fps']:>9,.0f} steps/s  {shown}   ", end="", flush=True)
         if step >= next_checkpoint:
             next_checkpoint = step + checkpoint_every
             save_checkpoint(agent, optimizer, scaler, step, config, checkpoints)
+            if on_checkpoint:
+                on_checkpoint(agent, step)
         if time.monotonic() > deadline:
             break
     if progress:
@@ -439,12 +443,14 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
     # 7. the final model, also as the last checkpoint (for --resume)
     save_checkpoint(agent, optimizer, scaler, step, config, checkpoints)
     save_sb3(agent, config, out / "model.zip")
+    if on_checkpoint:
+        on_checkpoint(agent, step)
     envs.close()
     log.close()
     speed = {"algo": "ppo", "n_envs": B, "num_workers": int(config.get("num_workers", 1)), "timesteps": step,
              "seconds": seconds, "steps_per_s": (step - start_step) / seconds, "env_share": env_seconds / seconds,
              "torch_threads": torch.get_num_threads(),
-             "score_mean": float(np.mean(scores)) if scores else None}
+             "score_mean": float(np.mean(scores)) if scores else None, "score_episodes": len(scores)}
     (out / "speed.json").write_text(json.dumps(speed, indent=2))
     return speed
 

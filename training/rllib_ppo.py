@@ -19,22 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-SCENARIO_IDS = {"foraging": "arena_envs/Foraging-v0", "crafting": "arena_envs/Crafting-v0",
-                "teamcapture": "arena_envs/TeamCapture-v0", "team_capture": "arena_envs/TeamCapture-v0"}
+from arena_envs.cli import UsageError, checked_env_arguments, rllib_ppo
+from arena_envs.names import resolve
+
+RLLIB_SCENARIOS = ["foraging", "crafting", "team_capture"]  # the scenarios with arrays to train on
 
 
 def env_id(name: str) -> str:
-    """``Foraging-v0``, ``arena_envs/Foraging-v0``, ``team_capture_v0`` ... -> the registered id."""
-    key = name.split("/")[-1].lower().removesuffix("-v0").removesuffix("_v0")
-    if key not in SCENARIO_IDS:
-        raise SystemExit(f"no RLlib env for {name!r}: choose one of Foraging-v0, Crafting-v0, TeamCapture-v0")
-    return SCENARIO_IDS[key]
+    """``Foraging-v0``, ``arena_envs/Foraging-v0``, ``team_capture_v0`` ... -> the registered id
+    (:mod:`arena_envs.names`); a name without an RLlib env raises a one-line ``UnknownNameError``."""
+    return resolve(name, among=RLLIB_SCENARIOS).env_id
 
 
 def build_config(env: str, *, env_runners: int = 2, envs_per_runner: int = 64, env_config: dict | None = None,
@@ -89,7 +90,8 @@ def env_episodes(algo) -> list[list[dict[str, Any]]]:
             env = env.env
         return list(env.episodes)
 
-    return algo.env_runner_group.foreach_env_runner(collect, local_env_runner=False)
+    group = algo.env_runner_group  # with no remote EnvRunner (--env-runners 0) the local one samples
+    return group.foreach_env_runner(collect, local_env_runner=group.num_remote_env_runners() == 0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -97,7 +99,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("env", help="Foraging-v0, Crafting-v0 or TeamCapture-v0")
     parser.add_argument("--address", help="Ray cluster to join (auto, or <head-ip>:6379); default: a local one")
     parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--env-runners", type=int, default=2, help="EnvRunner actors sampling in parallel")
+    parser.add_argument("--env-runners", type=int, default=2,
+                        help="EnvRunner actors sampling in parallel (0: the driver samples itself)")
     parser.add_argument("--envs-per-runner", type=int, default=64, help="worlds each EnvRunner steps")
     parser.add_argument("--train-batch", type=int, default=4096, help="env steps per PPO update")
     parser.add_argument("--separate-policies", action="store_true", help="team capture: one policy per team")
@@ -107,8 +110,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+def plain(value: Any) -> Any:
+    """A numpy scalar or array in RLlib's results as the number or list ``json`` can write."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m arena_envs.training.rllib_ppo``: a user's mistake is one line and exit status 2."""
+    return rllib_ppo(argv)
+
+
+def train(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run PPO with these arguments; one summary per iteration (also printed as a JSON line)."""
     args = parse_args(argv)
+    scenario = env_id(args.env)  # a bad name fails before Ray starts
+    try:
+        env_config = json.loads(args.env_config)
+    except ValueError as error:
+        raise UsageError(f"--env-config is not JSON: {error}") from None
+    checked_env_arguments(scenario, {k: v for k, v in env_config.items() if k != "encoding"})
     import ray
 
     from arena_envs.wrappers.rllib import register
@@ -118,8 +138,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     else:
         ray.init(num_cpus=max(args.env_runners + 1, 2), include_dashboard=False)
     register()
-    config = build_config(env_id(args.env), env_runners=args.env_runners, envs_per_runner=args.envs_per_runner,
-                          env_config=json.loads(args.env_config), separate_policies=args.separate_policies,
+    config = build_config(scenario, env_runners=args.env_runners, envs_per_runner=args.envs_per_runner,
+                          env_config=env_config, separate_policies=args.separate_policies,
                           train_batch_size=args.train_batch, minibatch_size=min(1024, args.train_batch),
                           seed=args.seed)
     algo = config.build_algo()
@@ -131,7 +151,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         if episodes:  # the env's own score of the last 100 episodes of each EnvRunner
             row["score_mean"] = float(np.mean([e["score"] for e in episodes]))
         rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if v is not None}), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if v is not None}, default=plain), flush=True)
     if args.out:
         print("checkpoint:", algo.save_to_path(str(Path(args.out).resolve())))
     algo.stop()
@@ -140,4 +160,4 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,6 +5,8 @@
     arena-train Foraging-v0 --algo sb3-ppo --timesteps 3000000 --n-envs 64 --seed 0 --out runs/sb3
     arena-train Foraging-v0 --out runs/foraging --resume    # continue from the last checkpoint
     arena-train team_capture_v0 --out runs/team_capture   # self-play: one policy plays every agent
+    arena-train TeamCapture-v0 --set ppo.learning_rate=1e-3 --num-envs 128 --capture-video   # overrides, GIFs
+    arena-train --list                                      # the scenarios and their configs, the other configs
     arena-train Foraging-v0 --algo sb3-ppo --vec dummy --timesteps 300000 --out runs/dummy   # speed reference
 
 ``--algo ppo`` (the default) is the lean CleanRL-style PPO of :mod:`arena_envs.training.ppo`,
@@ -25,8 +27,10 @@ replaces either; the flags override it (in team capture ``--n-envs`` counts worl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -40,19 +44,27 @@ from stable_baselines3.common.logger import Logger, make_output_format
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+from arena_envs.cli import UsageError, arena_train, checked_env_arguments
+from arena_envs.names import SCENARIOS, find
 from arena_envs.training import ppo
 from arena_envs.training.common import (
     CONFIG_DIR,
     ModelAgent,
     VecEnvTimer,
     agent_factory,
-    full_env_id,
+    apply_overrides,
+    config_names,
+    is_team,
     load_config,
     make_vec_env,
     play,
     scenario_name,
+    score_text,
+    set_torch_threads,
     success,
+    trainable,
 )
+from arena_envs.training.evaluate import record_rollout
 from arena_envs.wrappers.flatten import FlatEncoding
 
 
@@ -75,9 +87,10 @@ class EpisodeStats(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        if self.scores:
+        if self.scores:  # none before the first episode ends: no row rather than a score of 0
             self.logger.record("rollout/score_mean", float(np.mean(self.scores)))
             self.logger.record("rollout/success_rate", float(np.mean(self.successes)))
+            self.logger.record("rollout/score_episodes", len(self.scores))
 
 
 class PeriodicEval(BaseCallback):
@@ -104,6 +117,36 @@ class PeriodicEval(BaseCallback):
         return True
 
 
+class EveryCheckpoint(BaseCallback):
+    """Calls ``action(model, steps)`` every ``every`` steps (``--capture-video``: a rollout GIF)."""
+
+    def __init__(self, every: int, action):
+        super().__init__()
+        self.every, self.action, self.next = every, action, every
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.next:
+            self.next = self.num_timesteps + self.every
+            self.action(self.model, self.num_timesteps)
+        return True
+
+
+def capture_video(config: dict, folder: Path, model, steps: int) -> Path:
+    """One episode of ``model`` (an SB3 PPO or the lean PPO's agent: anything with ``predict``) in
+    the held-out world 10000, as ``<folder>/rollout_<steps>_steps.gif`` (and its ``.jsonl``); in
+    team capture the model plays blue against the scripted team."""
+    env_id = config["env_id"]
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def make_agent(envs):
+        return ModelAgent(model, FlatEncoding.for_env(envs, **config.get("encoding", {})))
+
+    opponent = agent_factory("scripted", env_id) if is_team(env_id) else None
+    gif, _ = record_rollout(make_agent, env_id, 10_000, folder, config.get("env_kwargs", {}), opponent,
+                            name=f"rollout_{steps}_steps")
+    return gif
+
+
 class WallClockLimit(BaseCallback):
     """Stops training after ``minutes`` of wall time."""
 
@@ -120,7 +163,7 @@ ALGOS = ("ppo", "sb3-ppo")
 
 def algo_config(env: str, algo: str) -> Path:
     """The scenario's config for ``algo``: ``configs/ppo/<scenario>.yaml`` or ``configs/<scenario>.yaml``."""
-    name = f"{scenario_name(full_env_id(env))}.yaml"
+    name = f"{scenario_name(env)}.yaml"
     return CONFIG_DIR / "ppo" / name if algo == "ppo" else CONFIG_DIR / name
 
 
@@ -134,9 +177,22 @@ def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
     return path, steps
 
 
+# CleanRL's flag names for the keys changed most often: each one is a --set of its key
+FLAGS = {"total_timesteps": ("timesteps", int, "total env steps (agent steps in team capture)"),
+         "num_envs": ("n_envs", int, "worlds in the batch"),
+         "learning_rate": ("ppo.learning_rate", float, "the optimiser's learning rate"),
+         "num_steps": ("ppo.n_steps", int, "rollout length per world before each update"),
+         "ent_coef": ("ppo.ent_coef", float, "entropy bonus coefficient"),
+         "gamma": ("ppo.gamma", float, "discount factor")}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="arena-train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("env", help="env id, e.g. Foraging-v0 or arena_envs/Foraging-v0")
+    parser.add_argument("env", nargs="?", help="scenario, any spelling: Foraging-v0, arena_envs/Foraging-v0, foraging, "
+                                               "TeamCapture-v0, team_capture_v0 ... (--list shows them)")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and the shipped configs, and exit")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (the scenario's, with --set and the flags applied) and exit")
     parser.add_argument("--algo", choices=ALGOS,
                         help="ppo: the lean PPO (the default); sb3-ppo: Stable-Baselines3's (the default for a "
                              "--config or a resumed run without an algo key: configs written before the lean PPO)")
@@ -145,28 +201,59 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, help="seed of the run: world i of the batch starts from seed + i")
     parser.add_argument("--num-workers", type=int,
                         help="--algo ppo: processes stepping the batch (default: the config's)")
+    for flag, (key, kind, text) in FLAGS.items():
+        parser.add_argument(f"--{flag.replace('_', '-')}", type=kind, help=f"{text} (sets {key})")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a config key, e.g. ppo.learning_rate=1e-3 or env_kwargs.layout=classic "
+                             "(the value is YAML); repeatable")
+    parser.add_argument("--capture-video", action="store_true",
+                        help="record one episode of the policy as a GIF in <out>/videos/ at every checkpoint")
     parser.add_argument("--out", default=None, help="run directory (default runs/<scenario>)")
-    parser.add_argument("--config", help="YAML config to use instead of the scenario's")
+    parser.add_argument("--config", help="YAML config to use instead of the scenario's: a path or a name of --list")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     parser.add_argument("--max-minutes", type=float, help="stop after this much wall time")
     parser.add_argument("--vec", choices=("native", "dummy"), default="native",
                         help="native batch (default) or a DummyVecEnv of single envs, to compare speed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--verbose", type=int, default=0, help="1 prints SB3's table after each update")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.list and not args.env:
+        parser.error("the scenario is required (arena-train --list shows them)")
+    return args
 
 
-def train(argv: list[str] | None = None) -> Path:
-    """Run ``arena-train`` with these arguments; the run directory."""
+def listing() -> str:
+    """``arena-train --list``: the scenarios with their configs, then the other shipped configs."""
+    names = config_names()
+    lines = ["scenarios (arena-train SCENARIO; every spelling in docs/guide/names-and-cli.md):"]
+    for s in SCENARIOS.values():
+        own = [f"{n} (--algo {'ppo' if n.startswith('ppo/') else 'sb3-ppo'})" for n in (f"ppo/{s.key}", s.key)
+               if n in names]
+        lines.append(f"  {s.short_id:<16} {', '.join(own) if own else 'none: a text env, play it with arena-agent'}")
+    scenario_configs = {n for s in SCENARIOS.values() for n in (s.key, f"ppo/{s.key}")}
+    lines.append("other configs (arena-train SCENARIO --config NAME):")
+    lines += [f"  {n}" for n in names if n not in scenario_configs]
+    return "\n".join(lines)
+
+
+def train(argv: list[str] | None = None) -> Path | None:
+    """Run ``arena-train`` with these arguments; the run directory (None for ``--list``)."""
     args = parse_args(argv)
+    if args.list:
+        print(listing())
+        return None
+    if find(args.env) is None and args.env in config_names():  # a config named where the scenario goes
+        owner = next((s.short_id for s in SCENARIOS.values() if args.env.split("/")[-1].startswith(s.key)), "ENV")
+        raise UsageError(f"{args.env!r} is a config, not a scenario: arena-train {owner} --config {args.env}")
+    scenario = trainable(args.env)
 
     # 1. the config: the scenario's YAML, the flags on top; a resumed run keeps its own
-    config = load_config(args.env, args.config or algo_config(args.env, args.algo or "ppo"))
-    out = Path(args.out or f"runs/{scenario_name(config['env_id'])}")
+    config = load_config(scenario.key, args.config or algo_config(scenario.key, args.algo or "ppo"))
+    out = Path(args.out or f"runs/{scenario.key}")
     checkpoints = out / "checkpoints"
     resume = latest_checkpoint(checkpoints)
-    if resume and not args.resume:
-        raise SystemExit(f"{out} holds a run already: pass --resume to continue it, or choose another --out")
+    if resume and not args.resume and not args.print_config:
+        raise UsageError(f"{out} holds a run already: pass --resume to continue it, or choose another --out")
     if args.resume and resume is None:
         print(f"no checkpoint in {checkpoints}: starting a new run")
     if resume:
@@ -175,28 +262,34 @@ def train(argv: list[str] | None = None) -> Path:
     # unless --algo says otherwise, so that one config can be trained both ways
     algo = args.algo or config.get("algo", "sb3-ppo")
     if resume and config.get("algo", "sb3-ppo") != algo:
-        raise SystemExit(f"{out} was trained with --algo {config.get('algo', 'sb3-ppo')}: resume it with that")
+        raise UsageError(f"{out} was trained with --algo {config.get('algo', 'sb3-ppo')}: resume it with that")
     if config.get("algo") == "ppo" and algo != "ppo":
-        raise SystemExit("this config is the lean PPO's (algo: ppo); SB3's are training/configs/<scenario>.yaml")
+        raise UsageError("this config is the lean PPO's (algo: ppo); SB3's are training/configs/<scenario>.yaml")
     config["algo"] = algo
-    for key in ("timesteps", "n_envs", "seed", "num_workers"):
-        if getattr(args, key) is not None:
-            config[key] = getattr(args, key)
+    flags = [f"{key}={getattr(args, key)}" for key in ("timesteps", "n_envs", "seed", "num_workers")
+             if getattr(args, key) is not None]
+    flags += [f"{key}={getattr(args, flag)}" for flag, (key, _, _) in FLAGS.items() if getattr(args, flag) is not None]
+    flags += ["capture_video=true"] if args.capture_video else []
+    apply_overrides(config, [*flags, *args.set], algo)
+    checked_env_arguments(scenario.key, config.get("env_kwargs", {}))
+    if args.print_config:
+        print(yaml.safe_dump(config, sort_keys=False), end="")
+        return None
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    capture = functools.partial(capture_video, config, out / "videos") if config.get("capture_video") else None
     if algo == "ppo":
         if args.vec != "native":
-            raise SystemExit("--vec applies to --algo sb3-ppo only")
+            raise UsageError("--vec applies to --algo sb3-ppo only")
         speed = ppo.train(config, out, resume=bool(resume), max_minutes=args.max_minutes,
-                          progress=not args.no_progress)
-        recent = f"; last 100 episodes score {speed['score_mean']:.1f}" if speed["score_mean"] is not None else ""
+                          progress=not args.no_progress, on_checkpoint=capture)
         print(f"{speed['timesteps']:,} steps in {speed['seconds']:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
-              f"{100 * speed['env_share']:.0f}% of the time in the env{recent}; wrote {out}")
+              f"{100 * speed['env_share']:.0f}% of the time in the env; "
+              f"{score_text(speed['score_mean'], speed['score_episodes'])}; wrote {out}")
         return out
 
-    # 2. seeds and threads: torch runs on the CPU, one thread by default; on a shared machine, more
-    #    threads than free cores leave OpenMP spinning and training slows down many times over
-    torch.set_num_threads(config.get("torch_threads", 1))
+    # 2. seeds and threads (one by default: see set_torch_threads)
+    set_torch_threads(config)
     set_random_seed(config["seed"])
 
     # 3. envs: the native batch, timed, with episode statistics and normalised rewards
@@ -234,6 +327,8 @@ def train(argv: list[str] | None = None) -> Path:
         callbacks.append(PeriodicEval(config, config["eval_every"], config.get("eval_episodes", 32)))
     if args.max_minutes:
         callbacks.append(WallClockLimit(args.max_minutes))
+    if capture:
+        callbacks.append(EveryCheckpoint(config.get("checkpoint_every", 500_000), capture))
     start_steps, start = model.num_timesteps, time.perf_counter()
     model.learn(max(config["timesteps"] - model.num_timesteps, 0), callback=callbacks,
                 progress_bar=not args.no_progress, reset_num_timesteps=not resume)
@@ -250,17 +345,20 @@ def train(argv: list[str] | None = None) -> Path:
              "steps_per_s": steps / seconds, "env_share": timer.seconds / seconds,
              "torch_threads": torch.get_num_threads()}
     (out / "speed.json").write_text(json.dumps(speed, indent=2))
+    if capture:
+        capture(model, model.num_timesteps)
     scores = callbacks[0].scores
-    recent = f"last {len(scores)} episodes score {np.mean(scores):.1f}; " if scores else ""
     print(f"{steps:,} steps in {seconds:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
-          f"{100 * speed['env_share']:.0f}% of the time in the env; {recent}wrote {out}")
+          f"{100 * speed['env_share']:.0f}% of the time in the env; "
+          f"{score_text(np.mean(scores) if scores else None, len(scores))}; wrote {out}")
     venv.close()
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    train(argv)
+def main(argv: list[str] | None = None) -> int:
+    """The ``arena-train`` console script: a user's mistake is one line and exit status 2."""
+    return arena_train(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -56,6 +56,7 @@ from typing import Any, NamedTuple, Protocol
 
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
 from arena_envs.llm.prompts import no_call_note, system_prompt
+from arena_envs.names import resolve
 from arena_envs.tools import ToolCallError
 from arena_envs.treasure_hunt.rules import WELCOME
 
@@ -476,8 +477,8 @@ def _copied(value: Any) -> Any:
 
 
 def scenario_name(env_id: str) -> str:
-    """``"arena_envs/Foraging-v0"`` -> ``"Foraging"``."""
-    return env_id.rpartition("/")[2].partition("-v")[0]
+    """Any spelling of a scenario (``"arena_envs/Foraging-v0"``, ``"foraging"``) -> ``"Foraging"``."""
+    return resolve(env_id).title
 
 
 class PoolBackend:
@@ -620,6 +621,7 @@ class ChatPool:
 
     def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, record: str | Path | None = None,
                  **kwargs: Any):
+        env_id = resolve(env_id).env_id  # any spelling of the name
         self.options = ChatOptions.pop(kwargs)  # the chat options (ChatOptions' fields); the rest is the env's
         self.env_id, self.size, self.env_kwargs = env_id, size, kwargs
         self.recording = None  # with record=DIR, every episode goes to DIR/episodes.jsonl (arena_envs.llm.record)

@@ -24,13 +24,16 @@ import signal
 import sys
 from typing import Any
 
+from arena_envs.cli import UsageError, arena_agent, checked_env_arguments, env_argument
 from arena_envs.llm.parsers import FORMATS
+from arena_envs.names import resolve
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-agent", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("env_id", help="arena_envs/TreasureHunt-v0, Foraging-v0, Crafting-v0 or TeamCapture-v0")
+    parser.add_argument("env_id", help="TreasureHunt-v0, Foraging-v0, Crafting-v0 or TeamCapture-v0 (any spelling: "
+                                       "arena_envs/Foraging-v0, foraging, team_capture_v0 ...)")
     parser.add_argument("--agent", choices=("openai", "scripted"), default="openai",
                         help="a model behind --base-url, or the scripted baseline through the same chat path")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the OpenAI-compatible endpoint")
@@ -77,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="send content null (not '') beside tool_calls, for servers that want it")
     parser.add_argument("--no-call-penalty", type=float, default=0.0, metavar="X",
                         help="reward cost of a reply without a readable call, on top of the env's own")
-    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=medium (JSON values allowed)")
     parser.add_argument("--chat-agents", default="blue_agent_1",
                         help="Team Capture: the agents played through chat, comma-separated")
@@ -87,19 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="DIR", help="also write every episode to DIR/episodes.jsonl for "
                         "arena-view (single-agent scenarios)")
     return parser
-
-
-def env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"arena-agent: --env-arg needs KEY=VALUE, got {pair!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    return kwargs
 
 
 def tool_choice(value: str | None) -> Any:
@@ -115,9 +105,9 @@ def json_object(option: str, text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except ValueError as error:
-        raise SystemExit(f"arena-agent: {option} must be a JSON object: {error}") from None
+        raise UsageError(f"{option} must be a JSON object: {error}") from None
     if not isinstance(value, dict):
-        raise SystemExit(f"arena-agent: {option} must be a JSON object, got {type(value).__name__}")
+        raise UsageError(f"{option} must be a JSON object, got {type(value).__name__}")
     return value
 
 
@@ -129,22 +119,28 @@ EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's nu
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``arena-agent`` console script: SIGINT and SIGTERM stop the run, keeping what finished."""
+    """The ``arena-agent`` console script: a user's mistake is one line and exit status 2."""
+    return arena_agent(argv)
+
+
+def play(argv: list[str] | None = None) -> int:
+    """``arena-agent`` with these arguments, raising what :func:`main` reports in one line; SIGINT
+    and SIGTERM stop the run, keeping what finished."""
     return asyncio.run(run(argv, handle_signals=True))
 
 
 async def run(argv: list[str] | None = None, *, handle_signals: bool = False) -> int:
     """``arena-agent`` from inside a running event loop (a notebook): ``await run([...])``."""
     args = build_parser().parse_args(argv)
+    args.scenario = resolve(args.env_id)
     if args.episodes < 1 or args.group_size < 1 or args.concurrency < 1:
-        raise SystemExit("arena-agent: --episodes, --group-size and --concurrency must be at least 1")
+        raise UsageError("--episodes, --group-size and --concurrency must be at least 1")
     if args.episodes % args.group_size:
-        raise SystemExit(f"arena-agent: --episodes ({args.episodes}) must be a multiple of --group-size "
-                         f"({args.group_size})")
+        raise UsageError(f"--episodes ({args.episodes}) must be a multiple of --group-size ({args.group_size})")
     if args.agent == "openai" and not args.model:
-        raise SystemExit("arena-agent: --model is required with --agent openai (or use --agent scripted)")
+        raise UsageError("--model is required with --agent openai (or use --agent scripted)")
     if args.resume and args.overwrite:
-        raise SystemExit("arena-agent: --resume and --overwrite exclude each other")
+        raise UsageError("--resume and --overwrite exclude each other")
     return await _main(args, handle_signals)
 
 
@@ -170,11 +166,12 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
                "max_turns": args.max_turns, "call_format": args.format, "strict_parse": args.strict_parse,
                "text_calls": args.text_calls, "null_content": args.null_content,
                "tools_in_prompt": args.tools_in_prompt or args.no_tools, "no_call_penalty": args.no_call_penalty,
-               **env_kwargs(args.env_arg)}
-    pool, team, scenario = None, None, "TeamCapture"
-    if args.env_id in ("arena_envs/TeamCapture-v0", "team_capture_v0"):
+               **dict(args.env_arg)}
+    pool, team, scenario = None, None, args.scenario.title
+    checked_env_arguments(args.scenario.key, dict(args.env_arg))  # now, not once per episode
+    if args.scenario.multi_agent:
         if args.record:
-            raise SystemExit("arena-agent: --record covers the single-agent scenarios; record Team Capture "
+            raise UsageError("--record covers the single-agent scenarios; record Team Capture "
                              "with RecordEpisodes (arena_envs.wrappers.record)")
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
@@ -182,19 +179,20 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             from arena_envs.llm.team import TeamChat
 
             TeamChat(team["chat_agents"], **options).close()
-        except Exception as error:
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     else:
         try:
-            pool = ChatPool(args.env_id, size=args.concurrency, record=args.record, **options)
-        except Exception as error:  # an unknown env id or a bad argument: say so, no traceback
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
-        scenario = pool.scenario
+            pool = ChatPool(args.scenario.env_id, size=args.concurrency, record=args.record, **options)
+        except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
+            raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
+    config["env_id"] = args.scenario.env_id  # any spelling of the same scenario resumes the run
+    del config["scenario"]
     try:
         out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
     except (ValueError, OSError) as error:
-        raise SystemExit(f"arena-agent: {error}") from None
+        raise UsageError(str(error)) from None
     per_job = len(team["chat_agents"]) if team else 1
     seeds = range(args.seed, args.seed + args.episodes // args.group_size)
     skip = out.finished
@@ -255,7 +253,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             bar.close()
         await agent.close()
     records = out.records
-    results = {"env_id": args.env_id, "agent": args.agent, "model": args.model, "format": args.format,
+    results = {"env_id": args.scenario.env_id, "agent": args.agent, "model": args.model, "format": args.format,
                "group_size": args.group_size, "complete": not stopped, **summary(records, args.group_size)}
     table = results_table(records, args.group_size)
     out.finish(results, table, args.group_size * per_job)

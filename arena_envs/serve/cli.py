@@ -8,27 +8,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
+from arena_envs.cli import UsageError, arena_serve, env_argument
+
 from .sessions import SCENARIOS
-
-
-def _env_kwarg(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value  # a bare string such as layout=classic
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena-serve", description="Serve an arena scenario over OpenEnv "
                                 "(WebSocket sessions at /ws, one world of one batched core each).")
-    p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)}")
+    p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)} (any spelling: Foraging-v0, "
+                                    "arena_envs/Foraging-v0, team_capture_v0 ...)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (worlds) at most")
@@ -40,13 +32,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ws-rate", type=float, default=1000.0, help="WebSocket messages per second per session")
     p.add_argument("--drain-timeout", type=float, default=10.0,
                    help="seconds shutdown waits for calls in flight")
-    p.add_argument("--env-kwarg", type=_env_kwarg, action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("--env-kwarg", type=env_argument, action="append", default=[], metavar="NAME=VALUE",
                    help="argument for the scenario's env (JSON value or bare string); repeatable")
     p.add_argument("--log-level", default="info")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``arena-serve`` console script: a user's mistake is one line and exit status 2."""
+    return arena_serve(argv)
+
+
+def serve_command(argv: list[str] | None = None) -> int:
+    """``arena-serve`` with these arguments, raising what :func:`main` reports in one line."""
     args = parser().parse_args(argv)
     if os.environ.get("ENABLE_WEB_INTERFACE", "").lower() not in ("true", "1", "yes"):
         # OpenEnv imports its Gradio web UI eagerly even when it is off (as here): skipping
@@ -59,9 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(api_key=args.api_key or None, max_message_bytes=args.max_message_bytes,
                         http_rate=args.http_rate, ws_rate=args.ws_rate, idle_timeout=args.idle_timeout)
         app = make_app(args.scenario, max_sessions=args.max_sessions, limits=limits, **dict(args.env_kwarg))
-    except (ValueError, TypeError) as err:
-        print(f"arena-serve: {err}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as err:  # an unknown scenario, a bad limit or scenario argument
+        raise UsageError(str(err)) from None
     serve(app, host=args.host, port=args.port, drain_timeout=args.drain_timeout, log_level=args.log_level)
     return 0
 

@@ -34,6 +34,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
 from arena_envs.llm.parsers import parse_reply
+from arena_envs.names import resolve
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
 
@@ -68,15 +69,9 @@ class SessionError(RuntimeError):
 
 
 def scenario_name(name: str) -> str:
-    """The scenario key for ``name`` (``"Foraging"``, ``"foraging"`` or its env id)."""
-    key = name.strip().lower().replace("-", "_")
-    for scenario, env_id in SCENARIOS.items():
-        if key in (scenario, env_id.lower().replace("-", "_")):
-            return scenario
-    aliases = {"treasurehunt": "treasure_hunt", "teamcapture": "team_capture"}
-    if key in aliases:
-        return aliases[key]
-    raise ValueError(f"unknown scenario {name!r}; served scenarios: {', '.join(SCENARIOS)}")
+    """The scenario key for any spelling of ``name`` (:mod:`arena_envs.names`): ``foraging``,
+    ``Foraging-v0``, ``arena_envs/TeamCapture-v0``, ``team_capture_v0`` ..."""
+    return resolve(name, among=list(SCENARIOS)).key
 
 
 MAX_CALLS = 8

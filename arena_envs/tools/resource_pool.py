@@ -473,12 +473,16 @@ def arena_scenario(env_cls: Any) -> tuple[str, dict[str, Any], str] | None:
     import gymnasium as gym
 
     from arena_envs.envs import SCENARIOS, ArenaEnv, make_vector_env
+    from arena_envs.names import find
 
     registry = gym.envs.registration.registry
     if isinstance(env_cls, type) and issubclass(env_cls, ArenaEnv):
         env_cls = "foraging"  # the class's default scenario
     if not isinstance(env_cls, str):
         return None
+    named = find(env_cls)
+    if named is not None and named.key in SCENARIOS:  # any spelling of a 2D scenario's name: its env id
+        env_cls = named.env_id
     if env_cls in SCENARIOS:
         ids = [i for i, spec in registry.items() if spec.kwargs.get("scenario") == env_cls]
         name, kwargs, env_id = env_cls, {}, ids[0] if ids else env_cls
