@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from arena_envs.llm.cli import main as arena_agent
 from arena_envs.wrappers.record import EPISODES_FILE, read_episodes
 
@@ -47,7 +45,7 @@ def test_a_2d_chat_episode_records_the_world(tmp_path):
     assert episode["summary"]["length"] == len(episode["ticks"]) - 1 > 0
 
 
-def test_team_capture_record_says_what_to_use_instead(tmp_path):
-    with pytest.raises(SystemExit, match="RecordEpisodes"):
-        arena_agent(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--episodes", "1",
-                     "--out", str(tmp_path), "--record", str(tmp_path), "--quiet"])
+def test_team_capture_record_says_what_to_use_instead(tmp_path, capsys):
+    assert arena_agent(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--episodes", "1",
+                        "--out", str(tmp_path), "--record", str(tmp_path), "--quiet"]) == 2
+    assert "RecordEpisodes" in capsys.readouterr().err

@@ -188,6 +188,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
     config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
     config["env_id"] = args.scenario.env_id  # any spelling of the same scenario resumes the run
+    config["env_arg"] = dict(args.env_arg)  # as run.json gives it back (JSON has no tuples)
     del config["scenario"]
     try:
         out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
