@@ -42,7 +42,6 @@ autodoc_typehints = "none"  # signatures stay readable; the types are in the cod
 autodoc_default_options = {"members": True, "show-inheritance": False}
 # The docstrings are written for ``help()`` and Markdown readers, not as reStructuredText, so
 # their bodies are shown as written (see ``literal_docstrings`` below).
-suppress_warnings = ["myst.header"]
 
 html_theme = "furo"
 html_title = "arena-envs"
@@ -59,14 +58,14 @@ ENVIRONMENTS = {
 ROLE = re.compile(r":(mod|class|func|meth|attr|data|obj):`~?([^`]+)`")
 
 
-def docstring_markdown(module_name: str) -> str:
-    """A module docstring as MyST Markdown: Sphinx roles in MyST's syntax, headings one level down."""
+def docstring_markdown(module_name: str) -> tuple[str, str]:
+    """A module docstring as MyST Markdown (Sphinx roles in MyST's syntax): its title line and its body."""
     text = importlib.import_module(module_name).__doc__ or ""
     text = ROLE.sub(lambda m: f"{{py:{m.group(1)}}}`{m.group(2)}`", text)
     title, _, body = text.strip().partition("\n")
     # an indented block after a blank line is a code example (the docstrings' convention)
-    body = re.sub(r"\n\n((?:    .*\n?|\n)+)", lambda m: f"\n\n```python\n{_dedent(m.group(1))}```\n\n", body + "\n")
-    return title, re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", body, flags=re.M)
+    body = re.sub(r"\n\n((?:    .*\n?|\n)+)", lambda m: f"\n\n```\n{_dedent(m.group(1))}```\n\n", body + "\n")
+    return title, re.sub(r"::\n", ":\n", body)
 
 
 def _dedent(block: str) -> str:

@@ -22,6 +22,9 @@ def execute(source: Path, target: Path, timeout: int = 600) -> None:
     notebook = nbformat.read(source, as_version=4)
     NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(source.parent)}}).execute()
+    for cell in notebook.cells:  # links to docs/ files, seen from docs/notebooks/
+        if cell.cell_type == "markdown":
+            cell.source = cell.source.replace("](../docs/", "](../")
     nbformat.write(notebook, target)
 
 

@@ -199,7 +199,7 @@ def test_make_demo_runs_the_demo_at_small_scale(tmp_path):
                            "--bench-seconds", "0.01", "--bench-only", "foraging", "reference",
                            "--out", str(tmp_path / "demo")], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("ppo/eval.md", "ppo/learning_curve.png", "ppo/rollout.gif", "bench.md"):
+    for name in ("ppo/eval.md", "ppo/rollout.gif", "bench.md"):
         assert (tmp_path / "demo" / name).is_file(), name
 
 
