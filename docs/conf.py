@@ -27,7 +27,6 @@ extensions = [
     "myst_nb",  # Markdown pages (MyST-Parser) and notebooks
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
