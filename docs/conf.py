@@ -39,8 +39,9 @@ nb_execution_mode = "off"
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # signatures stay readable; the types are in the code
 autodoc_default_options = {"members": True, "show-inheritance": False}
-# The docstrings are written for ``help()`` and Markdown readers, not as reStructuredText, so
-# their bodies are shown as written (see ``literal_docstrings`` below).
+autodoc_inherit_docstrings = False  # Gymnasium's own docstrings are Gymnasium's docs
+# Docstrings are reStructuredText-ish text for ``help()``; those with Markdown tables or
+# headings are shown as written (see ``literal_docstrings`` below).
 
 html_theme = "furo"
 html_title = "arena-envs"
@@ -86,12 +87,14 @@ def write_environment_pages(app) -> None:
             path.write_text(page)
 
 
+MARKDOWN = re.compile(r"^\s*(\|.*\||#{1,4} \S|```)", re.M)  # a table, a heading or a fence
+
+
 def literal_docstrings(app, what, name, obj, options, lines) -> None:
-    """Modules' docstrings are the pages themselves; other docstrings are shown as written."""
+    """Modules' docstrings are their pages; a docstring written in Markdown is shown as written."""
     if what == "module":
         lines[:] = []
-        return
-    if lines:
+    elif MARKDOWN.search("\n".join(lines)):
         lines[:] = ["::", "", *("   " + line for line in lines), ""]
 
 
