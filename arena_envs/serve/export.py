@@ -124,8 +124,10 @@ DOCKERFILE = """\
 FROM python:3.11-slim
 WORKDIR /app/env
 COPY . /app/env
-# the base install pins nothing heavy (no torch); the wheel is arena-envs itself
-RUN pip install --no-cache-dir "wheels/{wheel}[serve]" . && useradd --create-home arena
+# exactly what uv.lock resolved, arena-envs from the wheel beside it (no torch: the base install)
+RUN pip install --no-cache-dir uv && uv sync --frozen --no-cache \\
+    && useradd --create-home arena && chown -R arena /app/env
+ENV PATH="/app/env/.venv/bin:$PATH"
 USER arena
 EXPOSE 8000
 CMD ["server", "--host", "0.0.0.0", "--port", "8000"]
@@ -138,7 +140,7 @@ arena-envs' `{scenario}` scenario as an OpenEnv environment: one world of one ba
 core per WebSocket session, OpenEnv's `GenericEnvClient` unchanged. Exported by
 `arena-serve export {scenario} DIR` from arena-envs {version}.
 
-- run here: `pip install "wheels/{wheel}[serve]" . && server --port 8000`
+- run here: `uv sync --frozen && .venv/bin/server --port 8000`
 - check: `openenv validate .`
 - publish to a Hugging Face Space: `openenv push . --repo-id YOUR_NAME/arena-{name}`
   (then set the Space secret `ARENA_API_KEY` to require a key)
@@ -206,11 +208,11 @@ def export(scenario: str, directory: Path, *, settings: list[str] = (), wheel: P
     """Write the OpenEnv package of ``scenario`` into ``directory`` (which must be new or empty)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
-    check_settings(scenario, settings)
     if wheel is not None and (not wheel.is_file() or wheel.suffix != ".whl"):
         raise ValueError(f"--wheel: no wheel file at {wheel}")
     if directory.exists() and any(directory.iterdir()):
         raise ValueError(f"{directory} is not empty: export into a new directory")
+    check_settings(scenario, settings)
     wheel_path = arena_wheel(directory / "wheels", wheel)
     low, high = REWARD_RANGES[scenario]
     fields = dict(scenario=scenario, name=scenario.replace("_", "-"), version=arena_envs.__version__,
