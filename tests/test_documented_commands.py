@@ -32,16 +32,18 @@ FENCE = re.compile(r"^(?:<!--\s*tested-by:\s*(?P<node>\S+)\s*-->\n)?```(?:bash|c
                    re.M | re.S)
 
 
-def documented_commands() -> dict[str, tuple[str, str | None]]:
+def documented_commands(pages: list[Path] | None = None) -> dict[str, tuple[str, str | None]]:
     """Each command -> (the first page showing it, the test a page's comment names or None)."""
-    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+    if pages is None:
+        pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
     commands: dict[str, tuple[str, str | None]] = {}
     for page in pages:
         for block in FENCE.finditer(page.read_text()):
             for line in block["body"].replace("\\\n", " ").splitlines():
                 command = " ".join(re.sub(r"(^|\s)#.*$", "", line.strip().removeprefix("$ ")).split())
                 if command:
-                    commands.setdefault(command, (str(page.relative_to(ROOT)), block["node"]))
+                    where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
+                    commands.setdefault(command, (str(where), block["node"]))
     return commands
 
 
@@ -173,6 +175,18 @@ def test_each_named_test_exists_and_each_entry_is_shown():
     named = [*TESTED_BY.values(), *(node for _, node in commands.values() if node)]
     assert [node for node in named if not node_exists(node)] == []
     assert [c for c in RUN_HERE | TESTED_BY | OUTSIDE if c not in commands] == [], "stale entries"
+
+
+def test_commands_are_read_as_a_shell_reads_them_and_a_page_can_name_their_test(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\n$ arena-bench \\\n    --only foraging   # a comment\n# only a comment\n```\n\n"
+                    "<!-- tested-by: tests/test_core.py::test_arena_bench_console_script_exits_zero -->\n"
+                    "```console\narena-bench --only reference\n```\n```python\nprint('not a command')\n```\n")
+    assert documented_commands([page]) == {
+        "arena-bench --only foraging": ("page.md", None),
+        "arena-bench --only reference": ("page.md", "tests/test_core.py::test_arena_bench_console_script_exits_zero")}
+    assert node_exists("tests/test_core.py::test_arena_bench_console_script_exits_zero")
+    assert not node_exists("tests/test_core.py::test_no_such_test")
 
 
 @pytest.mark.parametrize("command", sorted(RUN_HERE))
