@@ -114,6 +114,8 @@ TESTED_BY: dict[str, str] = {
     "arena-eval runs/foraging Foraging-v0 --episodes 200": SB3_RUN,
     "arena-train Crafting-v0 --algo sb3-ppo --out runs/crafting": SB3 + "test_short_runs_of_the_other_scenarios_write_"
                                                                        "their_outputs[Crafting-v0]",
+    "arena-eval runs/crafting Crafting-v0 --episodes 200":
+        SB3 + "test_short_runs_of_the_other_scenarios_write_their_outputs[Crafting-v0]",
     "arena-eval runs/crafting Crafting-v0 --episodes 200 --stochastic --out runs/crafting/stochastic":
         SB3 + "test_short_runs_of_the_other_scenarios_write_their_outputs[Crafting-v0]",
     "arena-train team_capture_v0 --algo sb3-ppo --out runs/team_capture":
@@ -123,6 +125,7 @@ TESTED_BY: dict[str, str] = {
     "arena-train Foraging-v0 --out runs/lean": LEAN + "test_foraging_run_directory_is_what_arena_eval_reads",
     "arena-eval runs/lean Foraging-v0 --episodes 200 --stochastic": LEAN + "test_foraging_run_directory_is_what_arena_"
                                                                            "eval_reads",
+    "arena-eval runs/lean Foraging-v0 --episodes 200": LEAN + "test_foraging_run_directory_is_what_arena_eval_reads",
     "arena-eval runs/lean Foraging-v0 --episodes 200 --stochastic --rollout":
         LEAN + "test_foraging_run_directory_is_what_arena_eval_reads",
     "arena-train Foraging-v0 --num-workers 2 --out runs/lean2": LEAN + "test_sharded_training_is_the_same_training",
