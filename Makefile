@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps
+.PHONY: test demo bench lint clean soak sysdeps docs
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap for the code sandbox's jail, headless Chromium and its driver for the
@@ -42,8 +42,12 @@ SOAK_MINUTES ?= 10
 soak: sysdeps $(STAMP)
 	$(PY) tests/soak.py $(SOAK_MINUTES)
 
+# The docs site (also built by `make test`, warnings as errors: tests/test_docs_build.py)
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 bench: $(STAMP)
 	$(VENV)/bin/arena-bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info runs
+	rm -rf $(VENV) build dist *.egg-info runs docs/_build docs/environments

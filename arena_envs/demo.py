@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bench-seconds", type=float, default=0.5)
+    parser.add_argument("--bench-only", nargs="*", default=[], help="arena-bench sections (default all)")
     parser.add_argument("--out", default="runs/demo")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n== evaluating against the random agent and the scripted forager", flush=True)
     evaluate([str(run), ENV_ID, "--episodes", str(args.episodes), "--rollout", "--stochastic"])
     print("\n== arena-bench", flush=True)
-    rows = bench.run(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json")])
+    only = ["--only", *args.bench_only] if args.bench_only else []
+    rows = bench.run(["--seconds", str(args.bench_seconds), "--json", str(out / "bench.json"), *only])
     (out / "bench.md").write_text(bench.format_table(rows) + "\n")
     print(f"\nwrote {run}/eval.md, learning_curve.png, rollout.gif, rollout.jsonl and {out}/bench.md")
 

@@ -3,6 +3,7 @@
     arena-serve foraging                                   # 127.0.0.1:8000, 64 sessions
     arena-serve crafting --port 8100 --max-sessions 1024 --api-key "$KEY"
     arena-serve treasure_hunt --env-kwarg difficulty=medium
+    arena-serve export foraging DIR                        # an OpenEnv package of it (openenv push)
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve_command(argv: list[str] | None = None) -> int:
     """``arena-serve`` with these arguments, raising what :func:`main` reports in one line."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["export"]:  # arena-serve export SCENARIO DIR: an OpenEnv package (serve/export.py)
+        from .export import main as export
+
+        return export(argv[1:])
     args = parser().parse_args(argv)
     if os.environ.get("ENABLE_WEB_INTERFACE", "").lower() not in ("true", "1", "yes"):
         # OpenEnv imports its Gradio web UI eagerly even when it is off (as here): skipping
