@@ -6,6 +6,7 @@ that answers exactly what llama-cpp-python's server answers."""
 
 import asyncio
 import json
+import shlex
 import signal
 import socket
 import subprocess
@@ -202,8 +203,9 @@ def test_resume_refuses_other_settings_and_a_run_is_never_silently_replaced(tmp_
     assert main(args) == 0
     with pytest.raises(SystemExit, match="already holds a run; --resume completes it, --overwrite replaces it"):
         main(args)
-    with pytest.raises(SystemExit, match=r"other settings \(format\)"):
+    with pytest.raises(SystemExit, match=r"other settings \(format\)") as refused:
         main([*args, "--resume", "--format", "mistral"])
+    assert refused.value.code == 2  # bad arguments, not "every episode failed" (1)
     assert main([*args, "--resume", "--episodes", "4"]) == 0  # more episodes of the same run
     assert sorted(r["seed"] for r in read_jsonl(tmp_path / "results.jsonl")) == [0, 1, 2, 3]
     assert main([*args, "--overwrite"]) == 0
@@ -342,3 +344,52 @@ def test_groups_without_reward_spread_are_counted_and_warned_about(tmp_path, cap
              EpisodeRecord("x", 1, 1, 0, reward=0.5), EpisodeRecord("x", 1, 1, 1, reward=0.5)]
     assert summary(mixed, 2)["zero_spread_groups"] == 0.5
 
+
+
+# -- the guide: every command in docs/guide/llm-runner.md runs -------------------------------------
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "llm-runner.md"
+
+
+def guide_commands() -> list[str]:
+    commands, in_console = [], False
+    for line in GUIDE.read_text().splitlines():
+        if line.startswith("```"):
+            in_console = line == "```console"
+        elif in_console and line.startswith("$ "):
+            commands.append(line[2:])
+    return commands
+
+
+def test_every_command_of_the_runner_guide_runs(tmp_path, monkeypatch, capsys):
+    """The guide's servers start (on a free port each, in place of the guide's), its arena-agent
+    commands run through main() in a fresh directory and exit 0, in the guide's order."""
+    monkeypatch.chdir(tmp_path)
+    commands = guide_commands()
+    assert len(commands) == 7 and sum(c.startswith("arena-agent ") for c in commands) == 5
+    servers, urls = [], {}
+    try:
+        for command in commands:
+            words = shlex.split(command)
+            if words[:3] == ["python", "-m", "arena_envs.llm.server"]:
+                port = words[words.index("--port") + 1]
+                words[words.index("--port") + 1] = "0"
+                server = subprocess.Popen([sys.executable, *words[1:]], stdout=subprocess.PIPE, text=True)
+                servers.append(server)
+                urls[f"http://127.0.0.1:{port}/v1"] = server.stdout.readline().split()[-1]
+                continue
+            assert words[0] == "arena-agent", command
+            args = [urls.get(word, word) for word in words[1:]]
+            assert main([*args, "--quiet"]) == 0, command
+            out = Path(args[args.index("--out") + 1])
+            assert out.is_relative_to(tmp_path) or not out.is_absolute()
+            _, results, totals = read_run(out)
+            assert totals["complete"] and totals["errors"] == 0 and len(results) == totals["episodes"]
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+    err = capsys.readouterr().err
+    assert "resuming runs/hunt: 8 episode records kept, 0 episodes to play" in err
+    assert "all 2 groups have zero reward spread" in err
+    assert err.count("answers one request at a time") == 1  # warned at --concurrency 3, not at 1

@@ -69,12 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class UsageError(SystemExit):
+    """Arguments ``arena-agent`` cannot run with: exit status 2 (as argparse's own), the message its text."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def env_kwargs(pairs: list[str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"arena-agent: --env-arg needs KEY=VALUE, got {pair!r}")
+            raise UsageError(f"arena-agent: --env-arg needs KEY=VALUE, got {pair!r}")
         try:
             kwargs[key] = json.loads(value)
         except ValueError:
@@ -91,21 +102,25 @@ EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's nu
 
 def main(argv: list[str] | None = None) -> int:
     """The ``arena-agent`` console script: SIGINT and SIGTERM stop the run, keeping what finished."""
-    return asyncio.run(run(argv, handle_signals=True))
+    try:
+        return asyncio.run(run(argv, handle_signals=True))
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        raise
 
 
 async def run(argv: list[str] | None = None, *, handle_signals: bool = False) -> int:
     """``arena-agent`` from inside a running event loop (a notebook): ``await run([...])``."""
     args = build_parser().parse_args(argv)
     if args.episodes < 1 or args.group_size < 1 or args.concurrency < 1:
-        raise SystemExit("arena-agent: --episodes, --group-size and --concurrency must be at least 1")
+        raise UsageError("arena-agent: --episodes, --group-size and --concurrency must be at least 1")
     if args.episodes % args.group_size:
-        raise SystemExit(f"arena-agent: --episodes ({args.episodes}) must be a multiple of --group-size "
+        raise UsageError(f"arena-agent: --episodes ({args.episodes}) must be a multiple of --group-size "
                          f"({args.group_size})")
     if args.agent == "openai" and not args.model:
-        raise SystemExit("arena-agent: --model is required with --agent openai (or use --agent scripted)")
+        raise UsageError("arena-agent: --model is required with --agent openai (or use --agent scripted)")
     if args.resume and args.overwrite:
-        raise SystemExit("arena-agent: --resume and --overwrite exclude each other")
+        raise UsageError("arena-agent: --resume and --overwrite exclude each other")
     return await _main(args, handle_signals)
 
 
@@ -138,18 +153,18 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
 
             TeamChat(team["chat_agents"], **options).close()
         except Exception as error:
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
+            raise UsageError(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
     else:
         try:
             pool = ChatPool(args.env_id, size=args.concurrency, **options)
         except Exception as error:  # an unknown env id or a bad argument: say so, no traceback
-            raise SystemExit(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
+            raise UsageError(f"arena-agent: cannot make {args.env_id!r}: {error}") from None
         scenario = pool.scenario
     config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
     try:
         out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
     except (ValueError, OSError) as error:
-        raise SystemExit(f"arena-agent: {error}") from None
+        raise UsageError(f"arena-agent: {error}") from None
     per_job = len(team["chat_agents"]) if team else 1
     seeds = range(args.seed, args.seed + args.episodes // args.group_size)
     skip = out.finished
