@@ -226,6 +226,10 @@ def test_resume_plays_again_what_a_retry_may_cure_and_drops_a_torn_line(tmp_path
     assert resumed.finished == {(0, 0), (2, 0)}
     assert [r["seed"] for r in read_jsonl(tmp_path / "transcripts.jsonl")] == [0, 2]
     assert [r["seed"] for r in read_jsonl(tmp_path / "results.jsonl")] == [0, 2]
+    (tmp_path / "run.json").unlink()
+    with pytest.raises(ValueError, match="no run.json: not a run that can be resumed"):
+        RunDirectory(tmp_path, config, resume=True)
+    assert RunDirectory(tmp_path / "new", config, resume=True).finished == set()  # nothing to resume: a new run
 
 
 # -- bad input: a clear error, nothing lost, the exit status says so --------------------------------

@@ -419,6 +419,7 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         transcripts, saved = self.path / self.TRANSCRIPTS, self.path / self.CONFIG
         self.records: list[EpisodeRecord] = []
+        held = transcripts.exists() and transcripts.stat().st_size > 0
         if resume and saved.exists():
             before = json.loads(saved.read_text())
             changed = sorted(k for k in set(before) | set(config) if before.get(k) != config.get(k))
@@ -426,8 +427,11 @@ class RunDirectory:
                 raise ValueError(f"{self.path} holds a run with other settings ({', '.join(changed)}); "
                                  "resume it with the same arguments, or use another --out")
             self.records = [r for r in self._read(transcripts) if r.error_class not in self.RERUN_CLASSES]
-        elif transcripts.exists() and transcripts.stat().st_size and not overwrite:
+        elif resume and held:
+            raise ValueError(f"{self.path} holds episodes but no {self.CONFIG}: not a run that can be resumed")
+        elif held and not overwrite:
             raise ValueError(f"{self.path} already holds a run; --resume completes it, --overwrite replaces it")
+        # (--resume in a directory without a run starts one: a script may pass it every time)
         self._rewrite(self.records)
         saved.write_text(json.dumps(config, indent=2) + "\n")
         self._files = [(transcripts.open("a", encoding="utf-8"), True),
