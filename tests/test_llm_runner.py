@@ -16,11 +16,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from aiohttp import web
 from llm_helpers import validate_transcript
 
-from arena_envs.llm.agents import OpenAIChatAgent
+from arena_envs.llm.agents import OpenAIChatAgent, classify_error, describe_error
 from arena_envs.llm.cli import main
 from arena_envs.llm.runner import (
     TIMING_FIELDS,
@@ -94,16 +95,22 @@ def llama_error(status: int, message: str, kind: str, code: str | None = None, p
 CONTEXT_EXCEEDED = ("This model's maximum context length is 2048 tokens. However, you requested 2113 tokens "
                     "(1857 in the messages, 256 in the completion). Please reduce the length of the messages "
                     "or completion.")
-# A pydantic validation error of the request body, as llama-cpp-python's RouteErrorHandler wraps it:
-# HTTP 500, type internal_server_error; one entry per member of the message union, the cause last.
-VALIDATION = "6 validation errors for CreateChatCompletionRequest\n" + "".join(
-    f"messages.2.{kind}.role\n  Input should be '{role}' [type=literal_error, input_value='assistant', "
-    "input_type=str]\n    For further information visit https://errors.pydantic.dev/2.9/v/literal_error\n"
-    for kind, role in (("ChatCompletionRequestSystemMessage", "system"), ("ChatCompletionRequestUserMessage", "user"),
-                       ("ChatCompletionRequestToolMessage", "tool"), ("ChatCompletionRequestFunctionMessage",
-                                                                      "function")) * 3
-) + ("messages.2.ChatCompletionRequestAssistantMessage.content\n  Input should be a valid string "
-     "[type=string_type, input_value=None, input_type=NoneType]")
+# What llama-cpp-python 0.3.36's server answers (HTTP 500) to an assistant message with "content": null:
+# FastAPI's validation errors, one per member of the message union, the cause in the middle.
+_UNION = [("SystemMessage", "system"), ("UserMessage", "user"), (None, None), ("ToolMessage", "tool"),
+          ("ToolMessage", None), ("FunctionMessage", "function"), ("FunctionMessage", None)]
+_INPUT = ("{'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'c1', 'type': 'function', "
+          "'function': {'name': 'look', 'arguments': '{}'}}]}")
+VALIDATION_CAUSE = ("{'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', "
+                    "'content'), 'msg': 'Input should be a valid string', 'input': None}")
+VALIDATION = "7 validation errors:\n" + "".join(
+    f"  {VALIDATION_CAUSE}\n" if kind is None else
+    f"  {{'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequest{kind}', 'role'), "
+    f"'msg': \"Input should be '{role}'\", 'input': 'assistant', 'ctx': {{'expected': \"'{role}'\"}}}}\n" if role else
+    f"  {{'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequest{kind}', "
+    f"'{'tool_call_id' if kind == 'ToolMessage' else 'name'}'), 'msg': 'Field required', 'input': {_INPUT}}}\n"
+    for kind, role in _UNION) + ('\n  File "/usr/lib/python3/site-packages/llama_cpp/server/app.py", line 376, '
+                                 'in create_chat_completion\n    POST /v1/chat/completions')
 
 
 def llama_like_app(behaviour: dict[str, str], seen: dict[str, int]) -> web.Application:
@@ -272,9 +279,7 @@ def test_llama_cpp_errors_are_classified_and_the_run_goes_on(tmp_path, capsys):
     assert "maximum context length is 2048 tokens" in context["error"]
     validation = by_seed[1]
     assert validation["error_class"] == "bad_request" and validation["retries"] == 0 and seen["1/0"] == 1
-    assert validation["error"].endswith("Input should be a valid string [type=string_type, input_value=None, "
-                                        "input_type=NoneType]")  # the cause, at the end of a long text
-    assert len(VALIDATION) > 1500 and "[...]" in validation["error"]
+    assert len(VALIDATION) > 1500 and VALIDATION_CAUSE in validation["error"]  # the cause, not cut at 500
     busy = by_seed[2]
     assert busy["error"] is None and busy["retries"] == 1 and busy["turns"] == 4
     assert busy["finish_reasons"] == [None, "stop", "stop", "stop", "stop"] and len(busy["latencies"]) == 5
@@ -319,6 +324,18 @@ def test_a_server_answering_one_request_at_a_time_is_detected_and_advice_printed
     assert warned == (slots == 1), err
     if warned:
         assert "Use --concurrency 1, or start the server with more parallel slots" in err
+
+
+def test_a_long_error_text_keeps_its_head_and_its_end():
+    import openai
+
+    cause = "messages.40.content: Input should be a valid string"
+    error = openai.InternalServerError("failed", response=httpx.Response(500, request=httpx.Request("POST", "http://x")),
+                                       body={"message": "validation errors:" + "x" * 9000 + cause})
+    text = describe_error(error)
+    assert text.startswith("InternalServerError (HTTP 500): validation errors:") and text.endswith(cause)
+    assert "[...]" in text and len(text) < 4100
+    assert classify_error(error) == "bad_request"
 
 
 def test_server_parallelism_reads_the_first_burst():
