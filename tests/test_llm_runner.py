@@ -224,8 +224,11 @@ def test_resume_plays_again_what_a_retry_may_cure_and_drops_a_torn_line(tmp_path
     kept = EpisodeRecord("TreasureHunt", 0, 0, 0, success=True)
     cured = EpisodeRecord("TreasureHunt", 1, 1, 0, error="APIConnectionError: refused", error_class="connection")
     final = EpisodeRecord("TreasureHunt", 2, 2, 0, error="no room", error_class="context_exceeded")
+    # a Team Capture match: one record per chat agent, one of them ended by the connection
+    match = [EpisodeRecord("TeamCapture", 4, 4, 0, agent="blue_agent_1"),
+             EpisodeRecord("TeamCapture", 4, 4, 0, agent="red_agent_1", error="reset", error_class="connection")]
     run = RunDirectory(tmp_path, config)
-    for record in (kept, cured, final):
+    for record in (kept, cured, final, *match):
         run.append(record)
     with (tmp_path / "transcripts.jsonl").open("a") as file:
         file.write('{"scenario": "TreasureHunt", "seed": 3, "gro')  # a process killed mid-line
