@@ -175,8 +175,8 @@ class OpenAIChatAgent(BaseAgent):
             entry: dict[str, Any] = {"latency": None, "finish_reason": None}
             requests.append(entry)
             try:
-                async with asyncio.timeout(self.timeout):
-                    completion = await self.client.chat.completions.create(**arguments, extra_headers=headers)
+                completion = await asyncio.wait_for(  # (asyncio.timeout is Python 3.11+)
+                    self.client.chat.completions.create(**arguments, extra_headers=headers), self.timeout)
             finally:
                 entry["latency"] = round(time.perf_counter() - start, 6)
         self.request_log.append((start, start + entry["latency"]))
@@ -222,7 +222,7 @@ def classify_error(error: BaseException) -> str:
     """The class (:data:`ERROR_CLASSES`) of a failed request, from the exception the client raised."""
     import openai
 
-    if isinstance(error, (TimeoutError, openai.APITimeoutError)):
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError, openai.APITimeoutError)):  # distinct before 3.11
         return "timeout"
     if isinstance(error, openai.APIConnectionError):
         return "connection"
