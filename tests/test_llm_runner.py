@@ -205,6 +205,22 @@ def test_a_signal_keeps_every_finished_episode_and_resume_completes_to_the_unbro
     assert [untimed(r) for r in resumed_results if (r["seed"], r["index"]) in finished] == [untimed(r) for r in results]
 
 
+def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path):
+    with socket.socket() as silent:  # accepts connections, never answers: the start waits on it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        process = subprocess.Popen([ARENA_AGENT, HUNT, "--base-url", url, "--model", "m", "--concurrency", "2",
+                                    "--quiet", "--out", str(tmp_path)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the output directory is made before the server is asked about its slots
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert stderr.strip() == "arena-agent: interrupted before the first episode started"
+
+
 def test_resume_refuses_other_settings_and_a_run_is_never_silently_replaced(tmp_path):
     args = [HUNT, "--agent", "scripted", "--episodes", "2", "--quiet", "--out", str(tmp_path)]
     assert main(args) == 0

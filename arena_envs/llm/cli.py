@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(error, file=sys.stderr)
         raise
+    except KeyboardInterrupt:  # Ctrl-C while starting, before the run's own handler is in place
+        _say("interrupted before the first episode started")
+        return EXIT_SIGNAL[signal.SIGINT]
 
 
 async def run(argv: list[str] | None = None, *, handle_signals: bool = False) -> int:
