@@ -7,6 +7,7 @@ that answers exactly what llama-cpp-python's server answers."""
 import asyncio
 import json
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -16,11 +17,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from aiohttp import web
 from llm_helpers import validate_transcript
 
-from arena_envs.llm.agents import OpenAIChatAgent
+from arena_envs.llm.agents import OpenAIChatAgent, classify_error, describe_error
 from arena_envs.llm.cli import main
 from arena_envs.llm.runner import (
     TIMING_FIELDS,
@@ -94,16 +96,22 @@ def llama_error(status: int, message: str, kind: str, code: str | None = None, p
 CONTEXT_EXCEEDED = ("This model's maximum context length is 2048 tokens. However, you requested 2113 tokens "
                     "(1857 in the messages, 256 in the completion). Please reduce the length of the messages "
                     "or completion.")
-# A pydantic validation error of the request body, as llama-cpp-python's RouteErrorHandler wraps it:
-# HTTP 500, type internal_server_error; one entry per member of the message union, the cause last.
-VALIDATION = "6 validation errors for CreateChatCompletionRequest\n" + "".join(
-    f"messages.2.{kind}.role\n  Input should be '{role}' [type=literal_error, input_value='assistant', "
-    "input_type=str]\n    For further information visit https://errors.pydantic.dev/2.9/v/literal_error\n"
-    for kind, role in (("ChatCompletionRequestSystemMessage", "system"), ("ChatCompletionRequestUserMessage", "user"),
-                       ("ChatCompletionRequestToolMessage", "tool"), ("ChatCompletionRequestFunctionMessage",
-                                                                      "function")) * 3
-) + ("messages.2.ChatCompletionRequestAssistantMessage.content\n  Input should be a valid string "
-     "[type=string_type, input_value=None, input_type=NoneType]")
+# What llama-cpp-python 0.3.36's server answers (HTTP 500) to an assistant message with "content": null:
+# FastAPI's validation errors, one per member of the message union, the cause in the middle.
+_UNION = [("SystemMessage", "system"), ("UserMessage", "user"), (None, None), ("ToolMessage", "tool"),
+          ("ToolMessage", None), ("FunctionMessage", "function"), ("FunctionMessage", None)]
+_INPUT = ("{'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'c1', 'type': 'function', "
+          "'function': {'name': 'look', 'arguments': '{}'}}]}")
+VALIDATION_CAUSE = ("{'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', "
+                    "'content'), 'msg': 'Input should be a valid string', 'input': None}")
+VALIDATION = "7 validation errors:\n" + "".join(
+    f"  {VALIDATION_CAUSE}\n" if kind is None else
+    f"  {{'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequest{kind}', 'role'), "
+    f"'msg': \"Input should be '{role}'\", 'input': 'assistant', 'ctx': {{'expected': \"'{role}'\"}}}}\n" if role else
+    f"  {{'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequest{kind}', "
+    f"'{'tool_call_id' if kind == 'ToolMessage' else 'name'}'), 'msg': 'Field required', 'input': {_INPUT}}}\n"
+    for kind, role in _UNION) + ('\n  File "/usr/lib/python3/site-packages/llama_cpp/server/app.py", line 376, '
+                                 'in create_chat_completion\n    POST /v1/chat/completions')
 
 
 def llama_like_app(behaviour: dict[str, str], seen: dict[str, int]) -> web.Application:
@@ -198,6 +206,22 @@ def test_a_signal_keeps_every_finished_episode_and_resume_completes_to_the_unbro
     assert [untimed(r) for r in resumed_results if (r["seed"], r["index"]) in finished] == [untimed(r) for r in results]
 
 
+def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path):
+    with socket.socket() as silent:  # accepts connections, never answers: the start waits on it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        process = subprocess.Popen([ARENA_AGENT, HUNT, "--base-url", url, "--model", "m", "--concurrency", "2",
+                                    "--quiet", "--out", str(tmp_path)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the output directory is made before the server is asked about its slots
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert stderr.strip() == "arena-agent: interrupted before the first episode started"
+
+
 def test_resume_refuses_other_settings_and_a_run_is_never_silently_replaced(tmp_path, capsys):
     args = [HUNT, "--agent", "scripted", "--episodes", "2", "--quiet", "--out", str(tmp_path)]
     assert main(args) == 0
@@ -216,8 +240,11 @@ def test_resume_plays_again_what_a_retry_may_cure_and_drops_a_torn_line(tmp_path
     kept = EpisodeRecord("TreasureHunt", 0, 0, 0, success=True)
     cured = EpisodeRecord("TreasureHunt", 1, 1, 0, error="APIConnectionError: refused", error_class="connection")
     final = EpisodeRecord("TreasureHunt", 2, 2, 0, error="no room", error_class="context_exceeded")
+    # a Team Capture match: one record per chat agent, one of them ended by the connection
+    match = [EpisodeRecord("TeamCapture", 4, 4, 0, agent="blue_agent_1"),
+             EpisodeRecord("TeamCapture", 4, 4, 0, agent="red_agent_1", error="reset", error_class="connection")]
     run = RunDirectory(tmp_path, config)
-    for record in (kept, cured, final):
+    for record in (kept, cured, final, *match):
         run.append(record)
     with (tmp_path / "transcripts.jsonl").open("a") as file:
         file.write('{"scenario": "TreasureHunt", "seed": 3, "gro')  # a process killed mid-line
@@ -225,6 +252,10 @@ def test_resume_plays_again_what_a_retry_may_cure_and_drops_a_torn_line(tmp_path
     assert resumed.finished == {(0, 0), (2, 0)}
     assert [r["seed"] for r in read_jsonl(tmp_path / "transcripts.jsonl")] == [0, 2]
     assert [r["seed"] for r in read_jsonl(tmp_path / "results.jsonl")] == [0, 2]
+    (tmp_path / "run.json").unlink()
+    with pytest.raises(ValueError, match="no run.json: not a run that can be resumed"):
+        RunDirectory(tmp_path, config, resume=True)
+    assert RunDirectory(tmp_path / "new", config, resume=True).finished == set()  # nothing to resume: a new run
 
 
 # -- bad input: a clear error, nothing lost, the exit status says so --------------------------------
@@ -267,9 +298,7 @@ def test_llama_cpp_errors_are_classified_and_the_run_goes_on(tmp_path, capsys):
     assert "maximum context length is 2048 tokens" in context["error"]
     validation = by_seed[1]
     assert validation["error_class"] == "bad_request" and validation["retries"] == 0 and seen["1/0"] == 1
-    assert validation["error"].endswith("Input should be a valid string [type=string_type, input_value=None, "
-                                        "input_type=NoneType]")  # the cause, at the end of a long text
-    assert len(VALIDATION) > 1500 and "[...]" in validation["error"]
+    assert len(VALIDATION) > 1500 and VALIDATION_CAUSE in validation["error"]  # the cause, not cut at 500
     busy = by_seed[2]
     assert busy["error"] is None and busy["retries"] == 1 and busy["turns"] == 4
     assert busy["finish_reasons"] == [None, "stop", "stop", "stop", "stop"] and len(busy["latencies"]) == 5
@@ -316,6 +345,18 @@ def test_a_server_answering_one_request_at_a_time_is_detected_and_advice_printed
         assert "Use --concurrency 1, or start the server with more parallel slots" in err
 
 
+def test_a_long_error_text_keeps_its_head_and_its_end():
+    import openai
+
+    cause = "messages.40.content: Input should be a valid string"
+    error = openai.InternalServerError("failed", response=httpx.Response(500, request=httpx.Request("POST", "http://x")),
+                                       body={"message": "validation errors:" + "x" * 9000 + cause})
+    text = describe_error(error)
+    assert text.startswith("InternalServerError (HTTP 500): validation errors:") and text.endswith(cause)
+    assert "[...]" in text and len(text) < 4100
+    assert classify_error(error) == "bad_request"
+
+
 def test_server_parallelism_reads_the_first_burst():
     one_at_a_time = [(0.0, 0.5), (0.0, 1.0), (0.01, 1.5), (0.01, 2.0), (1.0, 2.5)]
     together = [(0.0, 0.5), (0.0, 0.52), (0.01, 0.51), (0.01, 0.53), (0.6, 1.1)]
@@ -343,3 +384,52 @@ def test_groups_without_reward_spread_are_counted_and_warned_about(tmp_path, cap
              EpisodeRecord("x", 1, 1, 0, reward=0.5), EpisodeRecord("x", 1, 1, 1, reward=0.5)]
     assert summary(mixed, 2)["zero_spread_groups"] == 0.5
 
+
+
+# -- the guide: every command in docs/guide/llm-runner.md runs -------------------------------------
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "llm-runner.md"
+
+
+def guide_commands() -> list[str]:
+    commands, in_console = [], False
+    for line in GUIDE.read_text().splitlines():
+        if line.startswith("```"):
+            in_console = line == "```console"
+        elif in_console and line.startswith("$ "):
+            commands.append(line[2:])
+    return commands
+
+
+def test_every_command_of_the_runner_guide_runs(tmp_path, monkeypatch, capsys):
+    """The guide's servers start (on a free port each, in place of the guide's), its arena-agent
+    commands run through main() in a fresh directory and exit 0, in the guide's order."""
+    monkeypatch.chdir(tmp_path)
+    commands = guide_commands()
+    assert len(commands) == 7 and sum(c.startswith("arena-agent ") for c in commands) == 5
+    servers, urls = [], {}
+    try:
+        for command in commands:
+            words = shlex.split(command)
+            if words[:3] == ["python", "-m", "arena_envs.llm.server"]:
+                port = words[words.index("--port") + 1]
+                words[words.index("--port") + 1] = "0"
+                server = subprocess.Popen([sys.executable, *words[1:]], stdout=subprocess.PIPE, text=True)
+                servers.append(server)
+                urls[f"http://127.0.0.1:{port}/v1"] = server.stdout.readline().split()[-1]
+                continue
+            assert words[0] == "arena-agent", command
+            args = [urls.get(word, word) for word in words[1:]]
+            assert main([*args, "--quiet"]) == 0, command
+            out = Path(args[args.index("--out") + 1])
+            assert out.is_relative_to(tmp_path) or not out.is_absolute()
+            _, results, totals = read_run(out)
+            assert totals["complete"] and totals["errors"] == 0 and len(results) == totals["episodes"]
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+    err = capsys.readouterr().err
+    assert "resuming runs/hunt: 8 episode records kept, 0 episodes to play" in err
+    assert "all 2 groups have zero reward spread" in err
+    assert err.count("answers one request at a time") == 1  # warned at --concurrency 3, not at 1

@@ -35,8 +35,10 @@ ERROR_CLASSES = ("connection", "timeout", "rate_limited", "server_error", "bad_r
                  "context_exceeded", "bad_response", "internal")
 #: The classes a retry can cure: the server was away, busy or failed in passing.
 RETRYABLE = frozenset({"connection", "rate_limited", "server_error"})
-#: How much of an error text is kept: its head names the error, its end usually says why.
-ERROR_HEAD_CHARS, ERROR_TAIL_CHARS = 200, 1200
+#: How much of an error text is kept: whole up to 4,000 characters, else its head (which names the
+#: error) and its end. llama-cpp-python's answer to a null assistant content is 1,782 characters,
+#: one entry per member of the message union, the cause in the middle: it is kept whole.
+ERROR_HEAD_CHARS, ERROR_TAIL_CHARS = 1000, 3000
 
 # A server's wording for "the conversation does not fit": OpenAI/vLLM/llama-cpp-python ("maximum
 # context length", code context_length_exceeded), llama.cpp's llama-server (exceed_context_size_error),
@@ -175,8 +177,8 @@ class OpenAIChatAgent(BaseAgent):
             entry: dict[str, Any] = {"latency": None, "finish_reason": None}
             requests.append(entry)
             try:
-                async with asyncio.timeout(self.timeout):
-                    completion = await self.client.chat.completions.create(**arguments, extra_headers=headers)
+                completion = await asyncio.wait_for(  # (asyncio.timeout is Python 3.11+)
+                    self.client.chat.completions.create(**arguments, extra_headers=headers), self.timeout)
             finally:
                 entry["latency"] = round(time.perf_counter() - start, 6)
         self.request_log.append((start, start + entry["latency"]))
@@ -222,7 +224,7 @@ def classify_error(error: BaseException) -> str:
     """The class (:data:`ERROR_CLASSES`) of a failed request, from the exception the client raised."""
     import openai
 
-    if isinstance(error, (TimeoutError, openai.APITimeoutError)):
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError, openai.APITimeoutError)):  # distinct before 3.11
         return "timeout"
     if isinstance(error, openai.APIConnectionError):
         return "connection"

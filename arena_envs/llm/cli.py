@@ -126,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
 def play(argv: list[str] | None = None) -> int:
     """``arena-agent`` with these arguments, raising what :func:`main` reports in one line; SIGINT
     and SIGTERM stop the run, keeping what finished."""
-    return asyncio.run(run(argv, handle_signals=True))
+    try:
+        return asyncio.run(run(argv, handle_signals=True))
+    except KeyboardInterrupt:  # Ctrl-C while starting, before the run's own handler is in place
+        _say("interrupted before the first episode started")
+        return EXIT_SIGNAL[signal.SIGINT]
 
 
 async def run(argv: list[str] | None = None, *, handle_signals: bool = False) -> int:
@@ -197,9 +201,9 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     per_job = len(team["chat_agents"]) if team else 1
     seeds = range(args.seed, args.seed + args.episodes // args.group_size)
     skip = out.finished
+    to_play = sum((seed, index) not in skip for seed in seeds for index in range(args.group_size))
     if args.resume:
-        _say(f"resuming {out.path}: {len(out.records)} episode records kept, "
-             f"{sum((s, i) not in skip for s in seeds for i in range(args.group_size))} episodes to play")
+        _say(f"resuming {out.path}: {len(out.records)} episode records kept, {to_play} episodes to play")
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
@@ -217,7 +221,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     if not args.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=(args.episodes - len(skip)) * per_job, desc=f"{scenario} episodes", unit="ep",
+        bar = tqdm(total=to_play * per_job, desc=f"{scenario} episodes", unit="ep",
                    file=sys.stderr)
 
     def progress(record) -> None:

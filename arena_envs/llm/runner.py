@@ -6,10 +6,14 @@
     write_transcripts(records, "runs/agent/transcripts.jsonl")
 
 Each :class:`EpisodeRecord` holds the OpenAI messages, the return, success and score, the
-per-turn parse telemetry, token usage and the error that stopped it (a failing model
-stops its own episode only). With ``group_size`` G every seed is played G times (GRPO
-groups) and each episode gets its group-relative advantage: its return minus the group's
-mean, over the group's standard deviation (0 when all are equal).
+per-turn parse telemetry, token usage, per-request latency and finish reason, and the error
+that stopped it with its class (a failing model stops its own episode only). With
+``group_size`` G every seed is played G times (GRPO groups) and each episode gets its
+group-relative advantage: its return minus the group's mean, over the group's standard
+deviation (0 when all are equal).
+
+:class:`RunDirectory` is ``arena-agent``'s output directory: records appended as episodes end,
+resumable, summarised at the end (see docs/guide/llm-runner.md).
 """
 
 from __future__ import annotations
@@ -427,15 +431,21 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         transcripts, saved = self.path / self.TRANSCRIPTS, self.path / self.CONFIG
         self.records: list[EpisodeRecord] = []
+        held = transcripts.exists() and transcripts.stat().st_size > 0
         if resume and saved.exists():
             before = json.loads(saved.read_text())
             changed = sorted(k for k in set(before) | set(config) if before.get(k) != config.get(k))
             if changed:
                 raise ValueError(f"{self.path} holds a run with other settings ({', '.join(changed)}); "
                                  "resume it with the same arguments, or use another --out")
-            self.records = [r for r in self._read(transcripts) if r.error_class not in self.RERUN_CLASSES]
-        elif transcripts.exists() and transcripts.stat().st_size and not overwrite:
+            records = self._read(transcripts)
+            again = {r.key for r in records if r.error_class in self.RERUN_CLASSES}  # a whole match, in Team Capture
+            self.records = [r for r in records if r.key not in again]
+        elif resume and held:
+            raise ValueError(f"{self.path} holds episodes but no {self.CONFIG}: not a run that can be resumed")
+        elif held and not overwrite:
             raise ValueError(f"{self.path} already holds a run; --resume completes it, --overwrite replaces it")
+        # (--resume in a directory without a run starts one: a script may pass it every time)
         self._rewrite(self.records)
         saved.write_text(json.dumps(config, indent=2) + "\n")
         self._files = [(transcripts.open("a", encoding="utf-8"), True),
