@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from arena_envs.llm import validate_messages
+from arena_envs.llm.cli import main as arena_agent_main
 from arena_envs.llm.cli import run as arena_agent
 from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, LlamaServerError, server_available
 
@@ -111,13 +112,11 @@ def test_a_run_stopped_by_sigint_keeps_its_episodes_and_resume_completes_it_as_u
 def test_a_wrong_model_name_is_one_clear_line_before_any_episode(llama, tmp_path, capsys):
     # llama-cpp-python's server answers an unknown model with its default one; the run must not.
     out = tmp_path / "run"
-    with pytest.raises(SystemExit) as stopped:
-        asyncio.run(arena_agent(["arena_envs/TreasureHunt-v0", "--base-url", llama.base_url, "--model", "smollm3",
-                                 *SHORT, "--out", str(out)]))
-    assert stopped.value.code == 2
+    assert arena_agent_main(["arena_envs/TreasureHunt-v0", "--base-url", llama.base_url, "--model", "smollm3",
+                             *SHORT, "--out", str(out)]) == 2
     message = capsys.readouterr().err.strip()
     assert "'smollm3'" in message and "smollm2-tools" in message and "Traceback" not in message
-    assert not (out / "results.jsonl").exists()
+    assert not out.exists()  # nothing written: the corrected command starts afresh
 
 
 def test_a_context_overflow_is_classified_and_the_run_exits_non_zero(tmp_path):

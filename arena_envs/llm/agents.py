@@ -194,6 +194,20 @@ class OpenAIChatAgent(BaseAgent):
             text += f" (is {self.model!r} a model the server serves, and {self.base_url} its API root?)"
         return text
 
+    async def served_models(self, timeout: float = 5.0) -> list[str] | None:
+        """The model names the server lists at ``/models``; None when it lists none or cannot say.
+
+        Asked before a run because llama-cpp-python's server answers a request for a model it
+        does not know with its default model: a misspelt name would otherwise play silently."""
+        import openai
+
+        try:
+            page = await asyncio.wait_for(self.client.models.list(), timeout)
+            names = [entry.id for entry in page.data if isinstance(getattr(entry, "id", None), str)]
+        except (openai.OpenAIError, asyncio.TimeoutError, ValueError, TypeError, AttributeError):
+            return None  # no such route, no server yet (the episodes report that), a foreign answer
+        return names or None
+
     async def server_slots(self) -> int | None:
         """How many requests the server says it answers at once, from its documented behaviour:
         llama.cpp's llama-server reports ``total_slots`` at ``/props``; llama-cpp-python's server

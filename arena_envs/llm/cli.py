@@ -190,20 +190,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, record=args.record, **options)
         except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
-    config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
-    config["env_id"] = args.scenario.env_id  # any spelling of the same scenario resumes the run
-    config["env_arg"] = dict(args.env_arg)  # as run.json gives it back (JSON has no tuples)
-    del config["scenario"]
-    try:
-        out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
-    except (ValueError, OSError) as error:
-        raise UsageError(str(error)) from None
     per_job = len(team["chat_agents"]) if team else 1
-    seeds = range(args.seed, args.seed + args.episodes // args.group_size)
-    skip = out.finished
-    to_play = sum((seed, index) not in skip for seed in seeds for index in range(args.group_size))
-    if args.resume:
-        _say(f"resuming {out.path}: {len(out.records)} episode records kept, {to_play} episodes to play")
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
@@ -213,6 +200,25 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         agent = OpenAIChatAgent(args.base_url, args.model, args.api_key, timeout=args.timeout,
                                 max_retries=args.max_retries, max_in_flight=args.concurrency * per_job,
                                 send_tools=not args.no_tools, **sampling)
+        served = await agent.served_models()
+        if served and args.model not in served:
+            await agent.close()
+            raise UsageError(f"the server at {args.base_url} does not serve {args.model!r}; it serves: "
+                             f"{', '.join(served)}")
+    config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
+    config["env_id"] = args.scenario.env_id  # any spelling of the same scenario resumes the run
+    config["env_arg"] = dict(args.env_arg)  # as run.json gives it back (JSON has no tuples)
+    del config["scenario"]
+    try:
+        out = RunDirectory(args.out, config, resume=args.resume, overwrite=args.overwrite)
+    except (ValueError, OSError) as error:
+        await agent.close()
+        raise UsageError(str(error)) from None
+    seeds = range(args.seed, args.seed + args.episodes // args.group_size)
+    skip = out.finished
+    to_play = sum((seed, index) not in skip for seed in seeds for index in range(args.group_size))
+    if args.resume:
+        _say(f"resuming {out.path}: {len(out.records)} episode records kept, {to_play} episodes to play")
     documented = await agent.server_slots() if args.agent == "openai" and args.concurrency > 1 else None
     warning = one_at_a_time_warning(args.concurrency, None, documented)
     if warning:
