@@ -22,6 +22,7 @@ import abc
 import asyncio
 import contextlib
 import functools
+import json
 import secrets
 import threading
 import uuid
@@ -36,6 +37,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from arena_envs.llm.parsers import parse_reply
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
+from arena_envs.tools.decision import is_plain_call, parse_decision
+from arena_envs.tools.resource_pool import Workers, check_seed
 
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer, step_answer
 
@@ -84,33 +87,86 @@ MAX_CALLS = 8
 ``max_calls``); the rest are not run and are counted in ``info["parse"]["calls_not_run"]``."""
 
 
-def read_calls(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any] | None]:
+READ_OFF_LOOP_CHARS = 2048
+"""An action holding more text than this (as JSON) is read in the hub's reader thread, off
+the event loop: finding a call in text searches it, and a hostile message can make that
+search cost far more than its length (a 63 KB one once cost 0.7 s). Smaller ones, and
+plain calls of any size (read without searching text), are read on the loop, where they
+cost microseconds."""
+MAX_MESSAGE_CHARS = 64 * 1024
+"""An action holding more text than this is refused with a clear error (the server's frame
+limit, ``Limits.max_message_bytes``, refuses bigger frames before they get here)."""
+
+
+def read_calls(action: ArenaAction, tools: list[dict[str, Any]],
+               ready: bool = False) -> tuple[list[Any], dict[str, Any] | None]:
     """The tool calls in ``action`` for the tool layer, in order, and the parser's telemetry
     for an assistant message (None otherwise).
 
     A plain call object is one call. An assistant message is read by the chat parsers of
     :mod:`arena_envs.llm.parsers` (every common tool-call format); each call it holds, up to
     :data:`MAX_CALLS`, is one tick. A message with no readable call goes to the tool layer
-    as it is, which answers INVALID_PARAMS saying why.
+    as it is, which answers INVALID_PARAMS saying why. ``ready``: each call already read
+    by the tool layer's parser (see :func:`read_ahead`), for a reading done off the loop.
     """
     if action.message is None:
-        return [action.tool_call()], None
-    parsed = parse_reply(action.message, tools=tools)
-    telemetry = parsed.telemetry()
-    if parsed.failure:
-        telemetry["calls_not_run"] = 0
-        return [action.message], telemetry
-    calls = [call.as_call() if call.name else action.message for call in parsed.calls]
-    telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
-    return calls[:MAX_CALLS], telemetry
+        calls, telemetry = [action.tool_call()], None
+    else:
+        parsed = parse_reply(action.message, tools=tools)
+        telemetry = parsed.telemetry()
+        if parsed.failure:
+            telemetry["calls_not_run"] = 0
+            calls = [action.message]
+        else:
+            calls = [call.as_call() if call.name else action.message for call in parsed.calls]
+            telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
+            calls = calls[:MAX_CALLS]
+    return (read_ahead(calls) if ready else calls), telemetry
+
+
+class _Unreadable:
+    """A call the reader thread could not read: the tool layer meets the same error at once
+    (``parse_decision`` reads an object through its ``to_dict``), without searching again."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ToolCallError) -> None:
+        self.error = error
+
+    def to_dict(self) -> dict[str, Any]:
+        raise ToolCallError(self.error.message, code=self.error.code, field=self.error.field, tool=self.error.tool)
+
+
+def read_ahead(calls: list[Any]) -> list[Any]:
+    """``calls`` as the tool layer will read them: each a Decision, or an :class:`_Unreadable`
+    holding its error (None, an agent carrying on, stays None)."""
+    ready = []
+    for call in calls:
+        try:
+            ready.append(None if call is None else parse_decision(call))
+        except ToolCallError as err:
+            ready.append(_Unreadable(err))
+    return ready
+
+
+def text_size(payload: Any) -> int:
+    """How much text reading ``payload`` may have to search: 0 for a plain call (read
+    without searching), else its length as JSON (measured in C: microseconds for 64 KB)."""
+    if payload is None or is_plain_call(payload):
+        return 0
+    if isinstance(payload, str):
+        return len(payload)
+    try:
+        return len(json.dumps(payload, default=repr))
+    except (TypeError, ValueError, RecursionError):  # odd data: let the reader thread say what is wrong
+        return READ_OFF_LOOP_CHARS + 1
 
 
 def _check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SessionError(f"seed must be a non-negative integer or null, got {seed!r}")
-    return seed
+    try:
+        return check_seed(seed)
+    except ValueError as err:
+        raise SessionError(str(err)) from None
 
 
 class SessionHub(abc.ABC):
@@ -132,6 +188,8 @@ class SessionHub(abc.ABC):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_frees: set[asyncio.Task] = set()
         self.steps = 0
+        self.reader = Workers(1, "arena-serve-reader")  # one thread: a queue of costly reads, off the loop
+        self.read_off_loop = 0
 
     def factory(self) -> Callable[[], ArenaSession]:
         """The environment factory for OpenEnv's ``create_app``: a ``partial`` of the class, so
@@ -210,12 +268,34 @@ class SessionHub(abc.ABC):
 
     def stats(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "max_sessions": self.max_sessions, "handles": self._handles,
-                "sessions": len(self.sessions), "steps": self.steps}
+                "sessions": len(self.sessions), "steps": self.steps, "read_off_loop": self.read_off_loop}
 
     async def aclose(self) -> None:
         """Wait for the worlds being freed (at shutdown)."""
         if self._pending_frees:
             await asyncio.gather(*self._pending_frees, return_exceptions=True)
+        self.reader.shutdown()
+
+    async def read(self, action: ArenaAction) -> tuple[list[Any], dict[str, Any] | None]:
+        """:func:`read_calls` for ``action``: on the event loop when that is cheap, in the
+        reader thread when ``action`` holds much text (see :data:`READ_OFF_LOOP_CHARS`)."""
+        size = text_size(action.message if action.message is not None else action.tool_call())
+        if size <= READ_OFF_LOOP_CHARS:
+            return read_calls(action, self.tools)
+        if size > MAX_MESSAGE_CHARS:
+            raise SessionError(f"the action holds {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
+        self.read_off_loop += 1
+        return await self.reader.run(read_calls, action, self.tools, True)
+
+    async def read_team(self, calls: dict[str, Any]) -> dict[str, Any]:
+        """A team's calls ({agent: call}), read off the loop when they hold much text (as :meth:`read`)."""
+        size = sum(map(text_size, calls.values()))
+        if size <= READ_OFF_LOOP_CHARS:
+            return calls
+        if size > MAX_MESSAGE_CHARS:
+            raise SessionError(f"the calls hold {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
+        self.read_off_loop += 1
+        return dict(zip(calls, await self.reader.run(read_ahead, list(calls.values())), strict=True))
 
     # -- the worlds: what each kind of hub (pool, Treasure Hunt, team) does -----------------
 
@@ -233,7 +313,7 @@ class SessionHub(abc.ABC):
         Returns the last tick, the rewards summed over the ticks, and the parser's telemetry
         (None for a plain call object) with each call's result in ``results``.
         """
-        calls, parse = read_calls(action, self.tools)
+        calls, parse = await self.read(action)
         reward, results = 0.0, []
         for call in calls:
             last = await tick(call)
@@ -290,9 +370,10 @@ class PoolHub(SessionHub):
         return self._answer(session, render(obs), 0.0, False, False, {}, first=True)
 
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
-        if action.message is None:  # one plain call, the usual case: _play's work without its
-            # closure, Tick and unused result dict (a few us of every step)
-            step = await self._call(session, action.tool_call())
+        call = action.tool_call()
+        if action.message is None and is_plain_call(call):  # the usual case: _play's work without
+            # its closure, Tick and unused result dict (a few us of every step)
+            step = await self._call(session, call)
             self.steps += 1
             return self._answer(session, step.observation, step.reward, step.terminated, step.truncated,
                                 step.info)

@@ -38,7 +38,7 @@ import numpy as np
 from arena_envs.batch import Batch
 from arena_envs.observations import Observation
 from arena_envs.tools.errors import ToolCallError
-from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, make_pool
+from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, check_seed, make_pool
 from arena_envs.tools.session import ToolSession
 from arena_envs.world import NO_TOOL, OK, ToolActions, WorldState
 
@@ -219,7 +219,7 @@ class ToolPool:
         An id that already holds a world gets it reset with ``seed`` (after its call in
         flight, if any). A bad seed raises ValueError and takes nothing.
         """
-        _check_seed(seed)
+        seed = check_seed(seed)
         while True:
             world, new = await self._slots.take(id, _timeout(self.timeout))
             try:
@@ -447,11 +447,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _check_seed(seed: Any) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
 
 
 def _timeout(timeout: float | None) -> float | None:
