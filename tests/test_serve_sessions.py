@@ -234,7 +234,7 @@ def test_an_assistant_message_with_several_calls_plays_them_as_consecutive_ticks
 
 
 def test_calls_beyond_the_limit_or_after_the_episode_ended_are_not_run():
-    from arena_envs.serve.sessions import MAX_CALLS
+    from arena_envs.serve.reading import MAX_CALLS
 
     async def main():
         hub = make_hub("foraging", max_sessions=2)

@@ -12,8 +12,6 @@ import json
 import os
 import sys
 
-from .sessions import SCENARIOS
-
 
 def _env_kwarg(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
@@ -26,6 +24,9 @@ def _env_kwarg(text: str) -> tuple[str, object]:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .sessions import SCENARIOS  # here, not above: a process importing this module (the
+    # server's reader, started by spawn) need not load the server
+
     p = argparse.ArgumentParser(prog="arena-serve", description="Serve an arena scenario over OpenEnv "
                                 "(WebSocket sessions at /ws, one world of one batched core each).")
     p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)}")

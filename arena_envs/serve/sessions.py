@@ -22,7 +22,6 @@ import abc
 import asyncio
 import contextlib
 import functools
-import json
 import secrets
 import threading
 import uuid
@@ -34,13 +33,13 @@ import numpy as np
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from arena_envs.llm.parsers import parse_reply
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
-from arena_envs.tools.decision import is_plain_call, parse_decision
-from arena_envs.tools.resource_pool import Workers, check_seed
+from arena_envs.tools.decision import is_plain_call
+from arena_envs.tools.resource_pool import check_seed
 
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer, step_answer
+from .reading import MAX_MESSAGE_CHARS, READ_OFF_LOOP_CHARS, Reader, read_ahead, read_calls, text_size
 
 SCENARIOS = {
     "foraging": "arena_envs/Foraging-v0",
@@ -82,86 +81,6 @@ def scenario_name(name: str) -> str:
     raise ValueError(f"unknown scenario {name!r}; served scenarios: {', '.join(SCENARIOS)}")
 
 
-MAX_CALLS = 8
-"""Calls of one assistant message carried out, in order, one tick each (as ``ChatEnv``'s
-``max_calls``); the rest are not run and are counted in ``info["parse"]["calls_not_run"]``."""
-
-
-READ_OFF_LOOP_CHARS = 2048
-"""An action holding more text than this (as JSON) is read in the hub's reader thread, off
-the event loop: finding a call in text searches it, and a hostile message can make that
-search cost far more than its length (a 63 KB one once cost 0.7 s). Smaller ones, and
-plain calls of any size (read without searching text), are read on the loop, where they
-cost microseconds."""
-MAX_MESSAGE_CHARS = 64 * 1024
-"""An action holding more text than this is refused with a clear error (the server's frame
-limit, ``Limits.max_message_bytes``, refuses bigger frames before they get here)."""
-
-
-def read_calls(action: ArenaAction, tools: list[dict[str, Any]],
-               ready: bool = False) -> tuple[list[Any], dict[str, Any] | None]:
-    """The tool calls in ``action`` for the tool layer, in order, and the parser's telemetry
-    for an assistant message (None otherwise).
-
-    A plain call object is one call. An assistant message is read by the chat parsers of
-    :mod:`arena_envs.llm.parsers` (every common tool-call format); each call it holds, up to
-    :data:`MAX_CALLS`, is one tick. A message with no readable call goes to the tool layer
-    as it is, which answers INVALID_PARAMS saying why. ``ready``: each call already read
-    by the tool layer's parser (see :func:`read_ahead`), for a reading done off the loop.
-    """
-    if action.message is None:
-        calls, telemetry = [action.tool_call()], None
-    else:
-        parsed = parse_reply(action.message, tools=tools)
-        telemetry = parsed.telemetry()
-        if parsed.failure:
-            telemetry["calls_not_run"] = 0
-            calls = [action.message]
-        else:
-            calls = [call.as_call() if call.name else action.message for call in parsed.calls]
-            telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
-            calls = calls[:MAX_CALLS]
-    return (read_ahead(calls) if ready else calls), telemetry
-
-
-class _Unreadable:
-    """A call the reader thread could not read: the tool layer meets the same error at once
-    (``parse_decision`` reads an object through its ``to_dict``), without searching again."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: ToolCallError) -> None:
-        self.error = error
-
-    def to_dict(self) -> dict[str, Any]:
-        raise ToolCallError(self.error.message, code=self.error.code, field=self.error.field, tool=self.error.tool)
-
-
-def read_ahead(calls: list[Any]) -> list[Any]:
-    """``calls`` as the tool layer will read them: each a Decision, or an :class:`_Unreadable`
-    holding its error (None, an agent carrying on, stays None)."""
-    ready = []
-    for call in calls:
-        try:
-            ready.append(None if call is None else parse_decision(call))
-        except ToolCallError as err:
-            ready.append(_Unreadable(err))
-    return ready
-
-
-def text_size(payload: Any) -> int:
-    """How much text reading ``payload`` may have to search: 0 for a plain call (read
-    without searching), else its length as JSON (measured in C: microseconds for 64 KB)."""
-    if payload is None or is_plain_call(payload):
-        return 0
-    if isinstance(payload, str):
-        return len(payload)
-    try:
-        return len(json.dumps(payload, default=repr))
-    except (TypeError, ValueError, RecursionError):  # odd data: let the reader thread say what is wrong
-        return READ_OFF_LOOP_CHARS + 1
-
-
 def _check_seed(seed: Any) -> int | None:
     try:
         return check_seed(seed)
@@ -188,8 +107,7 @@ class SessionHub(abc.ABC):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_frees: set[asyncio.Task] = set()
         self.steps = 0
-        self.reader = Workers(1, "arena-serve-reader")  # one thread: a queue of costly reads, off the loop
-        self.read_off_loop = 0
+        self.reader = Reader()  # reads costly actions in a process of its own
 
     def factory(self) -> Callable[[], ArenaSession]:
         """The environment factory for OpenEnv's ``create_app``: a ``partial`` of the class, so
@@ -268,7 +186,7 @@ class SessionHub(abc.ABC):
 
     def stats(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "max_sessions": self.max_sessions, "handles": self._handles,
-                "sessions": len(self.sessions), "steps": self.steps, "read_off_loop": self.read_off_loop}
+                "sessions": len(self.sessions), "steps": self.steps, "read_off_loop": self.reader.reads}
 
     async def aclose(self) -> None:
         """Wait for the worlds being freed (at shutdown)."""
@@ -278,14 +196,17 @@ class SessionHub(abc.ABC):
 
     async def read(self, action: ArenaAction) -> tuple[list[Any], dict[str, Any] | None]:
         """:func:`read_calls` for ``action``: on the event loop when that is cheap, in the
-        reader thread when ``action`` holds much text (see :data:`READ_OFF_LOOP_CHARS`)."""
-        size = text_size(action.message if action.message is not None else action.tool_call())
+        reader's process when ``action`` holds much text (see :mod:`.reading`)."""
+        message, call = action.message, action.tool_call()
+        size = text_size(message if message is not None else call)
         if size <= READ_OFF_LOOP_CHARS:
-            return read_calls(action, self.tools)
+            return read_calls(message, call, self.tools)
         if size > MAX_MESSAGE_CHARS:
             raise SessionError(f"the action holds {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
-        self.read_off_loop += 1
-        return await self.reader.run(read_calls, action, self.tools, True)
+        try:
+            return await self.reader.run(read_calls, message, call, self.tools, True)
+        except RuntimeError as err:
+            raise SessionError(str(err)) from None
 
     async def read_team(self, calls: dict[str, Any]) -> dict[str, Any]:
         """A team's calls ({agent: call}), read off the loop when they hold much text (as :meth:`read`)."""
@@ -294,8 +215,10 @@ class SessionHub(abc.ABC):
             return calls
         if size > MAX_MESSAGE_CHARS:
             raise SessionError(f"the calls hold {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
-        self.read_off_loop += 1
-        return dict(zip(calls, await self.reader.run(read_ahead, list(calls.values())), strict=True))
+        try:
+            return dict(zip(calls, await self.reader.run(read_ahead, list(calls.values())), strict=True))
+        except RuntimeError as err:
+            raise SessionError(str(err)) from None
 
     # -- the worlds: what each kind of hub (pool, Treasure Hunt, team) does -----------------
 
