@@ -26,7 +26,6 @@ from websockets.sync.client import connect
 
 from arena_envs.serve import ArenaAction, Limits, SessionError, make_app, make_hub
 from arena_envs.serve.app import running
-from arena_envs.serve.reading import MAX_MESSAGE_CHARS
 from arena_envs.tools import ToolCallError
 from arena_envs.tools.decision import parse_decision
 
@@ -156,6 +155,8 @@ def test_a_message_read_off_the_loop_gets_the_answer_it_would_get_on_it():
 def test_an_action_with_too_much_text_is_refused_clearly(scenario):
     import asyncio
 
+    from arena_envs.serve.reading import MAX_MESSAGE_CHARS
+
     hub = make_hub(scenario, max_sessions=1)
 
     async def main():
@@ -170,6 +171,17 @@ def test_an_action_with_too_much_text_is_refused_clearly(scenario):
         await hub.aclose()
 
     asyncio.run(main())
+
+
+def test_a_reset_seed_over_64_bits_is_refused_clearly_over_websocket_and_http():
+    with running(make_app("foraging", max_sessions=2)) as url, connect(ws_url(url)) as ws:
+        for seed in (2**64, 2**200):
+            answer = call(ws, {"type": "reset", "data": {"seed": seed}})
+            assert answer["type"] == "error" and "Seed must be less than 2**64" in answer["data"]["message"]
+        refused = requests.post(url + "/reset", json={"seed": 2**200}, timeout=10)
+        assert refused.status_code == 409 and "Seed must be less than 2**64" in refused.json()["detail"]
+        assert call(ws, {"type": "reset", "data": {"seed": 2**64 - 1}})["type"] == "observation"
+        assert stats(url)["sessions"] == 1  # the refused resets took no world
 
 
 # -- sessions made over HTTP ------------------------------------------------------------
