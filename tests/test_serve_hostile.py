@@ -21,6 +21,8 @@ import time
 
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
@@ -312,3 +314,72 @@ def test_sigint_after_a_clean_drain_exits_quietly():
         stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+# -- the limits under random interleavings ---------------------------------------------------
+
+GUARD_OPS = st.lists(st.tuples(st.sampled_from(["http create", "http close", "open", "step", "state", "close",
+                                                "wait"]), st.integers(0, 3)), min_size=1, max_size=12)
+
+
+@pytest.fixture(scope="module")
+def limited_server():
+    """A server whose limits are met in a second: 4 sessions, 2 per client over HTTP, 0.5 s to expire or idle."""
+    limits = Limits(http_session_ttl=0.5, idle_timeout=0.5, http_sessions_per_client=2, max_http_sessions=3)
+    app = make_app("foraging", max_sessions=4, limits=limits)
+    with running(app) as url:
+        yield url, app
+
+
+@settings(max_examples=int(os.environ.get("ARENA_FUZZ_EXAMPLES", "12")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(program=GUARD_OPS)
+def test_random_interleavings_of_http_sessions_sockets_and_reaping_keep_the_limits(limited_server, program):
+    """Sessions made over HTTP and over sockets, used, left idle and closed in any order:
+    HTTP sessions never pass their limits, a refusal says why, every socket is answered or
+    closed with a clear code, and once everything is closed or expired every world is free."""
+    url, app = limited_server
+    made: list[str] = []
+    sockets: dict[int, object] = {}
+    with contextlib.ExitStack() as stack:
+        for op, k in program:
+            if op == "http create":
+                answer = rpc(url, "openenv/session/create").json()
+                if "result" in answer:
+                    made.append(answer["result"]["session_id"])
+                else:  # refused: at the limit, for the reason it gives, or the server is full
+                    message = answer["error"]["message"]
+                    assert ("per client" in message or "sessions made over HTTP" in message
+                            or "capacity" in message.lower()), message
+            elif op == "http close" and made:
+                rpc(url, "openenv/session/close", session_id=made.pop(k % len(made)))
+            elif op == "open" and k not in sockets:
+                ws = stack.enter_context(connect(ws_url(url)))
+                answer = call(ws, {"type": "reset", "data": {"seed": k}})
+                if answer["type"] == "observation":
+                    sockets[k] = ws
+                else:
+                    assert answer["data"]["code"] in ("CAPACITY_REACHED", "SESSION_ERROR"), answer
+            elif op in ("step", "state") and k in sockets:
+                try:
+                    answer = call(sockets[k], {"type": op})
+                    if op == "step":
+                        answer = call(sockets[k], {"type": "step", "data": {"tool": "idle"}})
+                    assert answer["type"] in (op if op == "state" else "observation", "error"), answer
+                    if answer["type"] == "error":
+                        assert answer["data"]["code"] in ("SESSION_RECLAIMED", "VALIDATION_ERROR",
+                                                          "EXECUTION_ERROR"), answer
+                except ConnectionClosed as closed:  # reaped while idle: told why
+                    assert closed.rcvd is not None and closed.rcvd.code == 4408
+                    del sockets[k]
+            elif op == "close" and k in sockets:
+                sockets.pop(k).close()
+            elif op == "wait":
+                time.sleep(0.2 * k)
+            guard = stats(url)
+            assert guard["http_sessions"] <= 3 and guard["sessions"] <= 4 + 8  # its limits, at every turn
+    for session_id in made:  # whatever is left expires or was closed
+        rpc(url, "openenv/session/close", session_id=session_id)
+    wait_for(lambda: stats(url)["http_sessions"] == 0 and stats(url)["sessions"] == 0
+             and stats(url)["connections"] == 0, timeout=10)
+    assert stats(url)["free_worlds"] == stats(url)["worlds"]
