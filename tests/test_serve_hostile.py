@@ -21,7 +21,7 @@ import time
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -334,6 +334,8 @@ def limited_server():
 @settings(max_examples=int(os.environ.get("ARENA_FUZZ_EXAMPLES", "12")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=GUARD_OPS)
+@example(program=[("http create", 0)] * 4 + [("open", 0), ("open", 1), ("open", 2)])  # the cap, from both sides
+@example(program=[("open", 0), ("state", 0), ("wait", 3), ("state", 0), ("step", 0)])  # asking only: reaped
 def test_random_interleavings_of_http_sessions_sockets_and_reaping_keep_the_limits(limited_server, program):
     """Sessions made over HTTP and over sockets, used, left idle and closed in any order:
     HTTP sessions never pass their limits, a refusal says why, every socket is answered or
