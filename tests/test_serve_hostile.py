@@ -385,3 +385,20 @@ def test_random_interleavings_of_http_sessions_sockets_and_reaping_keep_the_limi
     wait_for(lambda: stats(url)["http_sessions"] == 0 and stats(url)["sessions"] == 0
              and stats(url)["connections"] == 0, timeout=10)
     assert stats(url)["free_worlds"] == stats(url)["worlds"]
+
+
+# -- the soak's server round, once, short ------------------------------------------------------
+
+@pytest.mark.parametrize("abuse", [False, True])
+def test_a_soak_round_of_clients_with_and_without_abuse_loses_nothing(abuse):
+    from soak import Server, rss_mb, serve_round
+
+    server = Server()
+    try:
+        assert serve_round(server, clients=6, steps=20, abuse=abuse) == []
+        first = rss_mb(server.process.pid)
+        assert serve_round(server, clients=6, steps=20, abuse=abuse) == []
+        assert server.stats()["steps"] >= 2 * 6 * 20  # every good client's every step was answered
+        assert rss_mb(server.process.pid) < first + 40  # and the server did not grow by a round's worth
+    finally:
+        server.close()
