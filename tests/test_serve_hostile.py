@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -62,11 +63,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def arena_serve(*args: str):
-    """``arena-serve`` (its real entry point) in a process of its own; yields its URL and the process."""
+def arena_serve(*args: str, program: list[str] | None = None):
+    """``arena-serve`` (``python -m arena_envs.serve``, or ``program``) in a process of its
+    own; yields its URL and the process."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "arena_envs.serve", *args, "--port", str(port),
+    program = program or [sys.executable, "-m", "arena_envs.serve"]
+    process = subprocess.Popen([*program, *args, "--port", str(port),
                                 "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -402,3 +405,18 @@ def test_a_soak_round_of_clients_with_and_without_abuse_loses_nothing(abuse):
         assert rss_mb(server.process.pid) < first + 40  # and the server did not grow by a round's worth
     finally:
         server.close()
+
+
+def test_the_command_in_the_serving_limits_guide_runs():
+    """docs/guide/serving-limits.md's command, run by the ``arena-serve`` console script."""
+    guide = (Path(__file__).parent.parent / "docs" / "guide" / "serving-limits.md").read_text()
+    command = guide.split("```console\n", 1)[1].split("\n```", 1)[0].split()
+    assert command[0] == "arena-serve"
+    script = str(Path(sys.executable).parent / "arena-serve")
+    with arena_serve(*command[1:], program=[script]) as (url, process):
+        with connect(ws_url(url)) as ws:
+            assert call(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        assert stats(url)["max_sessions"] == 64
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0 and "Traceback" not in stderr, stderr
