@@ -140,7 +140,7 @@ class Reader:
             try:
                 _send(process.stdin, (name, args))
                 ok, value = _receive(process.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError):
+            except (OSError, ValueError, EOFError, pickle.UnpicklingError):  # ValueError: closed by shutdown
                 process.kill()
                 raise RuntimeError("the server's reader process stopped; send the action again") from None
         if not ok:
@@ -148,14 +148,14 @@ class Reader:
         return value
 
     def shutdown(self) -> None:
-        with self._lock:
-            process, self._process = self._process, None
+        """Stop the reader's process (a read in flight gets RuntimeError, its client a clear error)."""
+        process, self._process = self._process, None  # not under the lock: a read in flight holds it
         if process is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
                 process.stdin.close()  # the reader ends at the end of its input
             try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+                process.wait(timeout=1)
+            except subprocess.TimeoutExpired:  # still reading: it need not finish
                 process.kill()
                 process.wait()
         self._thread.shutdown()
