@@ -423,3 +423,25 @@ def test_the_command_in_the_serving_limits_guide_runs():
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
     assert process.returncode == 0 and "Traceback" not in stderr, stderr
+
+
+def test_a_reader_process_that_died_is_replaced_at_the_next_read():
+    import asyncio
+
+    hub = make_hub("foraging", max_sessions=1)
+    costly = "Thinking. " * 300 + '{"tool": "idle", "params": {}}'
+
+    async def main():
+        session = hub.factory()()
+        await session.reset_async(seed=0)
+        assert (await session.step_async(ArenaAction(message=costly))).observation["tick"] == 1
+        first = hub.reader._process
+        first.kill()
+        first.wait()
+        assert (await session.step_async(ArenaAction(message=costly))).observation["tick"] == 2
+        assert hub.reader._process.pid != first.pid and hub.stats()["read_off_loop"] == 2
+        session.close()
+        await hub.aclose()
+        assert hub.reader._process is None  # and its process ended with the hub
+
+    asyncio.run(main())
