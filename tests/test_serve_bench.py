@@ -33,3 +33,10 @@ def test_the_floor_server_answers_with_a_real_observation_of_the_scenario():
     assert step["observation"]["tools"] == []
     assert step["observation"]["observation"]["agent_id"] == "agent_1"
     assert step["observation"]["text"].startswith("tick ")
+
+
+def test_the_stall_benchmark_measures_a_bystander_alone_and_beside_attackers():
+    rows = {name: value for name, value, _ in bench.stall_rows(0.3)}
+    assert set(rows) == {f"Serve foraging bystander {label} {q}" for label in ("alone", "beside 4 stall attackers")
+                         for q in ("p50", "p99")}
+    assert all(value > 0 for value in rows.values())
