@@ -201,22 +201,21 @@ class SessionHub(abc.ABC):
         size = text_size(message if message is not None else call)
         if size <= READ_OFF_LOOP_CHARS:
             return read_calls(message, call, self.tools)
-        if size > MAX_MESSAGE_CHARS:
-            raise SessionError(f"the action holds {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
-        try:
-            return await self.reader.run(read_calls, message, call, self.tools, True)
-        except RuntimeError as err:
-            raise SessionError(str(err)) from None
+        return await self._read_off_loop(size, read_calls, message, call, self.tools, True)
 
     async def read_team(self, calls: dict[str, Any]) -> dict[str, Any]:
         """A team's calls ({agent: call}), read off the loop when they hold much text (as :meth:`read`)."""
         size = sum(map(text_size, calls.values()))
         if size <= READ_OFF_LOOP_CHARS:
             return calls
+        return dict(zip(calls, await self._read_off_loop(size, read_ahead, list(calls.values())), strict=True))
+
+    async def _read_off_loop(self, size: int, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in the reader's process, for an action holding ``size`` characters of text."""
         if size > MAX_MESSAGE_CHARS:
-            raise SessionError(f"the calls hold {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
+            raise SessionError(f"the action holds {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
         try:
-            return dict(zip(calls, await self.reader.run(read_ahead, list(calls.values())), strict=True))
+            return await self.reader.run(function, *args)
         except RuntimeError as err:
             raise SessionError(str(err)) from None
 
