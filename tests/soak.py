@@ -169,9 +169,10 @@ def main(minutes: float) -> int:
     here = Path(__file__).parent
     args = ["-q", "-p", "no:cacheprovider", "-p", "no:nbmake", "--soak", str(EXAMPLES), "-o", "addopts=",
             *(str(here / suite) for suite in SUITES)]
-    end, round_, server, baseline = time.monotonic() + 60 * minutes, 0, Server(), None
+    server, round_, baseline = Server(), 0, None
+    end = time.monotonic() + 60 * minutes
     try:
-        while time.monotonic() < end:
+        while round_ == 0 or time.monotonic() < end:  # one round at least
             round_ += 1
             code = pytest.main(args)
             gc.collect()
