@@ -228,7 +228,9 @@ class ToolPool:
                     continue  # released while its last call finished: take a world anew
                 return (await self._join_restart(world, seed).done)[world]
             except BaseException:
-                if new and self._slots.held(id) == world:
+                # a failed acquire takes nothing, but never a world that another caller of this id
+                # is using by now (a call, or a second acquire): that caller keeps it
+                if new and self._slots.held(id) == world and world not in self._inflight:
                     self._slots.give_back(id)
                 raise
 
