@@ -200,6 +200,7 @@ async def run_part(pool, kind, part, problems, served):
 @example(program=[("acquire", "a", 0, None), ("call", "b", 1, None), ("acquire", "b", 0, 0)], split=0)
 @example(program=[("acquire", 1, 2, None), ("acquire", "a", 0, None), ("call", "b", 2, None),
                   ("acquire", 1, 0, 0)], split=0)
+@example(program=[("acquire", "a", 2, 2), ("acquire", "a", 0, 0)], split=0)  # both fail: the world is freed
 def test_random_interleavings_keep_the_pool_consistent(kind, program, split):
     pool, violations = make(kind)
     problems, served = [], set()

@@ -210,6 +210,7 @@ class ToolPool:
         self._pending: _PendingBatch | None = None
         self._inflight: dict[int, _PendingBatch] = {}  # world -> the batch its call waits in
         self._handles: list[ArenaHandle | None] = [None] * size  # the last handle lent for each world
+        self._orphans: set[int] = set()  # worlds whose taking acquire failed, left to a second one (see _drop)
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -226,12 +227,12 @@ class ToolPool:
                 await self._settle(world)
                 if self._slots.held(id) != world:
                     continue  # released while its last call finished: take a world anew
-                return (await self._join_restart(world, seed).done)[world]
+                observation = (await self._join_restart(world, seed).done)[world]
+                self._orphans.discard(world)  # an acquire of the id succeeded: the id keeps it
+                return observation
             except BaseException:
-                # a failed acquire takes nothing, but never a world that another caller of this id
-                # is using by now (a call, or a second acquire): that caller keeps it
-                if new and self._slots.held(id) == world and world not in self._inflight:
-                    self._slots.give_back(id)
+                if self._slots.held(id) == world and (new or world in self._orphans):
+                    self._drop(id, world)
                 raise
 
     async def call(self, tool_call: Any, id: Hashable) -> PoolStep:
@@ -268,6 +269,19 @@ class ToolPool:
         self._inflight[world] = batch
         return batch
 
+    def _drop(self, id: Hashable, world: int) -> None:
+        """The acquire that took ``world`` for ``id`` failed: a failed acquire takes nothing,
+        but another caller of ``id`` may be using the world by now. A call keeps it; a second
+        acquire, resetting it, decides in turn (the world is an orphan until one succeeds)."""
+        batch = self._inflight.get(world)
+        if batch is None:
+            self._orphans.discard(world)
+            self._slots.give_back(id)
+        elif world in batch.restarts:
+            self._orphans.add(world)
+        else:
+            self._orphans.discard(world)
+
     async def release(self, id: Hashable) -> None:
         """Let ``id``'s call in flight finish, then reset its world and give it back to the
         pool in one step (a no-op for an unknown id)."""
@@ -279,6 +293,7 @@ class ToolPool:
                 break
             await self._settle(world)
         self._restart([world], [None])
+        self._orphans.discard(world)
         self._slots.give_back(id)
 
     def lease(self, id: Hashable) -> _Lease:
