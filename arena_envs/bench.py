@@ -279,6 +279,13 @@ def serve_rows(seconds: float) -> list[tuple[str, float, str]]:
     return bench_rows(seconds)
 
 
+def serve_stall_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """A served session's step latency alone and beside clients sending stall messages (needs ``serve``)."""
+    from arena_envs.serve.bench import stall_rows
+
+    return stall_rows(seconds)
+
+
 def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float, str]]:
     """Env-steps/s of one Foraging batch unsharded (``num_workers=1``) and split over 2 processes
     (:class:`~arena_envs.sharded.ShardedVectorEnv`, what ``gym.make_vec(..., num_workers=2)``
@@ -347,6 +354,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "serve": serve_rows,
     "sandbox": sandbox_rows,
     "recording": recording_rows,
+    "serve_stall": serve_stall_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -371,6 +379,8 @@ RATIOS = (
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: no jail"),
     ("Sandbox cold start of an id: bwrap jail, p50", "Sandbox cold start of an id: subprocess per call, p50"),
     ("Foraging native batch B=64, RecordEpisodes on", "Foraging native batch B=64, RecordEpisodes off"),
+    # how much slower a bystander's step is beside four clients sending stall messages
+    ("Serve foraging bystander beside 4 stall attackers p99", "Serve foraging bystander alone p99"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )

@@ -1,4 +1,4 @@
-"""A long soak of the fuzz and property suites in one process: ``make soak`` (``python tests/soak.py MINUTES``).
+"""A long soak of the fuzz and property suites, and of a real server: ``make soak`` (``python tests/soak.py MINUTES``).
 
 Each round runs every fuzz suite with ``EXAMPLES`` hostile examples per test, then
 :func:`sandbox_round`: ``SANDBOX_IDS`` ids on a pool of ``PythonSandboxEnv`` jails, each
@@ -8,14 +8,26 @@ one fails the soak. Between rounds the process's resident memory, open descripto
 child processes are printed, so a leak in the code under test shows as growth from round
 to round (Hypothesis's own bookkeeping of a test's examples is freed when the test ends,
 so within a round memory may rise and fall).
+
+Each round also drives an ``arena-serve`` process (started once, its real entry point) with
+clients that open, step and close sessions while others abuse it (stall messages read off
+the loop, HTTP-made sessions, sessions that only ask for their state, slow sockets). After
+the round every session must be gone and every world free, every good client must have got
+every answer, and the server's resident memory must stay flat: growth past
+``SERVER_GROWTH_MB`` after the first round fails the soak.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
 import os
+import socket
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,26 +83,171 @@ def children() -> int:
         return len(fh.read().split())
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
+SERVER_GROWTH_MB = 40.0
+STALL = '{"a":[' * 199 + "1," * 31000
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    with open(f"/proc/{pid}/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Server:
+    """``arena-serve foraging`` on a free loopback port, with limits met within a round."""
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "arena_envs.serve", "foraging", "--port", str(self.port), "--max-sessions", "32",
+             "--idle-timeout", "2", "--http-session-ttl", "2", "--header-timeout", "2", "--log-level", "error"])
+        deadline = time.monotonic() + 90
+        while not self._up():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("arena-serve did not start")
+            time.sleep(0.2)
+
+    def _up(self) -> bool:
+        import requests
+
+        with contextlib.suppress(requests.ConnectionError):
+            return requests.get(self.url + "/health", timeout=5).ok
+        return False
+
+    def stats(self) -> dict:
+        import requests
+
+        return requests.get(self.url + "/stats", timeout=10).json()
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve_round(server: Server, clients: int = 12, steps: int = 40, abuse: bool = True) -> list[str]:
+    """One round of good clients (each opens a session, resets, steps ``steps`` times and
+    closes) beside abusive ones; the problems found (empty: none)."""
+    import requests
+    from websockets.sync.client import connect
+
+    ws_url = server.url.replace("http://", "ws://") + "/ws"
+    problems: list[str] = []
+    done = threading.Event()
+
+    def good(k: int) -> None:
+        try:
+            with connect(ws_url) as ws:
+                ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
+                tick = json.loads(ws.recv(timeout=60))["data"]["observation"]["observation"]["tick"]
+                for _ in range(steps):
+                    ws.send(json.dumps({"type": "step", "data": {"tool": "idle"}}))
+                    answer = json.loads(ws.recv(timeout=60))
+                    if answer["type"] != "observation":
+                        problems.append(f"client {k}: {answer}")
+                        return
+                    seen = answer["data"]["observation"]["observation"]["tick"]
+                    if seen != tick + 1:  # its own world, one tick a step: nothing lost, nothing shared
+                        problems.append(f"client {k}: tick {seen} after tick {tick}")
+                    tick = seen
+                    if answer["data"]["done"]:
+                        ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
+                        tick = json.loads(ws.recv(timeout=60))["data"]["observation"]["observation"]["tick"]
+        except Exception as err:  # noqa: BLE001 - every failure is a finding
+            problems.append(f"client {k}: {type(err).__name__}: {err}")
+
+    def staller() -> None:
+        with contextlib.suppress(Exception), connect(ws_url, max_size=None) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+            ws.recv(timeout=60)
+            while not done.is_set():
+                ws.send(json.dumps({"type": "step", "data": {"message": STALL}}))
+                ws.recv(timeout=120)
+
+    def zombie() -> None:  # asks for its state, never acts: reaped after the idle timeout
+        with contextlib.suppress(Exception), connect(ws_url) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            ws.recv(timeout=60)
+            while not done.is_set():
+                ws.send(json.dumps({"type": "state"}))
+                ws.recv(timeout=10)
+                time.sleep(0.2)
+
+    def http_sessions() -> None:  # made and dropped: they expire
+        with contextlib.suppress(Exception):
+            while not done.is_set():
+                requests.post(server.url + "/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                         "method": "openenv/session/create", "params": {}}, timeout=10)
+                time.sleep(0.5)
+
+    def slowloris() -> None:
+        sockets = []
+        with contextlib.suppress(OSError):
+            for _ in range(50):
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                sock.sendall(b"GET /health HTTP/1.1\r\n")
+                sockets.append(sock)
+        done.wait(30)
+        for sock in sockets:
+            sock.close()
+
+    abusers = [staller, staller, zombie, http_sessions, slowloris] if abuse else []
+    threads = [threading.Thread(target=f, daemon=True) for f in abusers]
+    threads += [threading.Thread(target=good, args=(k,), daemon=True) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads[len(abusers):]:
+        thread.join(timeout=300)
+    done.set()
+    for thread in threads[:len(abusers)]:
+        thread.join(timeout=300)
+    deadline = time.monotonic() + 30  # closed sessions give their worlds back; HTTP ones expire
+    while True:
+        stats = server.stats()
+        if stats["sessions"] == 0 and stats["http_sessions"] == 0 and stats["free_worlds"] == stats["worlds"]:
+            break
+        if time.monotonic() > deadline:
+            problems.append(f"after the round, sessions or worlds still held: {stats}")
+            break
+        time.sleep(0.2)
+    return problems
 
 
 def main(minutes: float) -> int:
     here = Path(__file__).parent
     args = ["-q", "-p", "no:cacheprovider", "-p", "no:nbmake", "--soak", str(EXAMPLES), "-o", "addopts=",
             *(str(here / suite) for suite in SUITES)]
-    end, round_ = time.monotonic() + 60 * minutes, 0
-    while time.monotonic() < end:
-        round_ += 1
-        code = pytest.main(args)
-        wrong = sandbox_round()
-        gc.collect()
-        print(f"soak round {round_}: exit {int(code)}, sandbox answers wrong {wrong}, resident memory "
-              f"{rss_mb():.0f} MB, open descriptors {len(os.listdir('/proc/self/fd'))}, child processes "
-              f"{children()}", flush=True)
-        if code != 0 or wrong:
-            return int(code) or 1
+    server, round_, baseline = Server(), 0, None
+    end = time.monotonic() + 60 * minutes
+    try:
+        while round_ == 0 or time.monotonic() < end:  # one round at least
+            round_ += 1
+            code = pytest.main(args)
+            wrong = sandbox_round()
+            gc.collect()
+            print(f"soak round {round_}: exit {int(code)}, sandbox answers wrong {wrong}, resident memory "
+                  f"{rss_mb():.0f} MB, open descriptors {len(os.listdir('/proc/self/fd'))}, child processes "
+                  f"{children()}", flush=True)
+            if code != 0 or wrong:
+                return int(code) or 1
+            problems = serve_round(server, abuse=round_ % 2 == 0)  # with and without abuse, in turn
+            memory = rss_mb(server.process.pid)
+            baseline = memory if baseline is None else baseline
+            print(f"soak round {round_}: server {server.stats()['steps']} steps in all, "
+                  f"{len(problems)} problems, resident memory {memory:.0f} MB", flush=True)
+            if problems:
+                print("\n".join(problems[:20]), flush=True)
+                return 1
+            if memory > baseline + SERVER_GROWTH_MB:
+                print(f"the server grew from {baseline:.0f} to {memory:.0f} MB", flush=True)
+                return 1
+    finally:
+        server.close()
     return 0
 
 

@@ -79,7 +79,7 @@ def test_a_bad_seed_takes_no_world_and_the_next_batch_runs():
     async def main():
         pool = ToolPool(size=2)
         for seed in (-1, 1.5, True, "7"):
-            with pytest.raises(ValueError, match="seed"):
+            with pytest.raises(ValueError, match="(?i)seed"):
                 await pool.acquire("s", seed=seed)
             assert pool.monitor() == {"size": 2, "free": 2, "acquired": 0, "ids": {}}
         await pool.acquire("t", seed=3)
@@ -213,3 +213,94 @@ def test_a_waiter_cancelled_just_after_being_handed_a_world_passes_it_on():
         return pool.monitor()
 
     assert asyncio.run(main())["ids"] == {"c": 0}
+
+
+# -- issue 24: pools apart, ids by type, seeds by Gymnasium's rule --------------------------------
+
+class SlowSyncEnv:
+    """A synchronous env whose step blocks its thread for a while (a real sandbox, a browser)."""
+
+    def step(self, action):
+        import time
+
+        time.sleep(1.0)
+        return action
+
+
+class QuickSyncEnv:
+    def step(self, action):
+        return action
+
+    def reset(self, seed=None):
+        self.seed = seed
+
+
+def test_slow_synchronous_steps_in_one_pool_do_not_delay_a_quick_call_in_another():
+    """64 blocking steps fill the slow pool's threads; another pool's call still runs at once
+    (all pools once shared one 64-thread executor: the quick call waited 2.7 s)."""
+    import time
+
+    from arena_envs.tools import ResourcePool
+
+    async def main():
+        slow, quick = ResourcePool(SlowSyncEnv, size=64), ResourcePool(QuickSyncEnv, size=1)
+        await quick.call("warm", id="q")  # its env is made before the clock starts
+        busy = [asyncio.ensure_future(slow.call(k, id=k)) for k in range(64)]
+        await asyncio.sleep(0.2)  # every slow step is running, each holding a thread
+        start = time.perf_counter()
+        assert await quick.call("now", id="q") == "now"
+        waited = time.perf_counter() - start
+        assert sorted(await asyncio.gather(*busy)) == list(range(64))
+        await slow.aclose()
+        await quick.aclose()
+        return waited
+
+    waited = asyncio.run(main())
+    assert waited < 0.25, f"the quick call waited {waited:.2f} s behind another pool's steps"
+
+
+@pytest.mark.parametrize("kind", ["arena", "generic"])
+def test_ids_are_compared_by_type_and_value(kind):
+    """``1``, ``1.0`` and ``True`` are equal to Python (one dict key), but three ids here."""
+    from arena_envs.tools import ResourcePool
+
+    ids = [1, True, 1.0, (1,), (True,), "1"]
+
+    async def main():
+        pool = ToolPool(size=8) if kind == "arena" else ResourcePool(QuickSyncEnv, size=8)
+        for id in ids:
+            await pool.acquire(id, seed=0)
+        assert pool.monitor()["acquired"] == len(ids)  # six worlds, one per id
+        await pool.release(True)
+        await pool.release((True,))
+        assert pool.monitor()["acquired"] == len(ids) - 2
+        for id in (1, 1.0, (1,), "1"):  # untouched by the release of their equals
+            if kind == "arena":
+                assert (await pool.call(IDLE, id=id)).observation.tick == 1
+            else:
+                assert await pool.call("still here", id=id) == "still here"
+        with pytest.raises(TypeError):  # an unhashable id is refused before anything changes
+            await pool.acquire([1])
+        assert pool.monitor()["acquired"] == len(ids) - 2
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "7", True, 2**64, 2**200, np.float64(3.0)])
+def test_a_seed_outside_gymnasiums_rule_or_over_64_bits_is_refused_by_every_pool(seed):
+    from gymnasium.utils import seeding
+
+    from arena_envs.tools import ResourcePool
+
+    async def main():
+        for pool in (ToolPool(size=2), ResourcePool(QuickSyncEnv, size=2)):
+            with pytest.raises(ValueError, match="(?i)seed must be") as refused:
+                await pool.acquire("a", seed=seed)
+            assert pool.monitor()["acquired"] == 0  # took nothing
+            await pool.acquire("a", seed=2**64 - 1)  # the largest seed is fine
+            if not isinstance(seed, (bool, int)) or seed < 0:  # Gymnasium's own refusal, in its words
+                with pytest.raises(Exception) as gymnasium_refused:
+                    seeding.np_random(seed)
+                assert str(refused.value) == str(gymnasium_refused.value)
+
+    asyncio.run(main())

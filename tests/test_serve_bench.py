@@ -33,3 +33,21 @@ def test_the_floor_server_answers_with_a_real_observation_of_the_scenario():
     assert step["observation"]["tools"] == []
     assert step["observation"]["observation"]["agent_id"] == "agent_1"
     assert step["observation"]["text"].startswith("tick ")
+
+
+def test_the_stall_benchmark_measures_a_bystander_alone_and_beside_attackers():
+    """``arena-bench --only serve_stall`` as docs/guide/serving-limits.md shows it (shorter)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    guide = (Path(__file__).parent.parent / "docs" / "guide" / "serving-limits.md").read_text()
+    command = guide.split("```console\n")[2].split("\n```", 1)[0].split()
+    assert command[:3] == ["arena-bench", "--only", "serve_stall"]
+    script = str(Path(sys.executable).parent / "arena-bench")
+    run = subprocess.run([script, *command[1:3], "--seconds", "0.3"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    for label in ("alone", "beside 4 stall attackers"):
+        for quantile in ("p50", "p99"):
+            assert f"Serve foraging bystander {label} {quantile}" in run.stdout
+    assert "beside 4 stall attackers p99 / Serve foraging bystander alone p99" in run.stdout

@@ -79,8 +79,12 @@ def structured_calls(draw):
         return {"tool_call": {"tool": name, "params": args}, "thought": draw(values)}
     if shape == "reasoning":
         return {"tool": name, "params": args if isinstance(args, dict) else {}, "reasoning": draw(values)}
-    return Decision(name if isinstance(name, str) else "idle", args if isinstance(args, dict) else {},
-                    draw(st.one_of(st.none(), st.sampled_from(ODD_TEXT))))
+    reasoning = draw(st.one_of(st.none(), st.sampled_from(ODD_TEXT)))
+    decision = Decision("idle", args if isinstance(args, dict) else {}, reasoning)
+    # a caller's Decision with any name, even one its constructor refuses (set after it was
+    # made): the tool layer must refuse that clearly too
+    decision.tool = name
+    return decision
 
 
 def _dumps(value) -> str:

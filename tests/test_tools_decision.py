@@ -398,3 +398,34 @@ def test_parse_call_gives_the_tool_stripped_and_its_params(raw, expected):
 def test_parse_call_refuses_a_plain_shape_with_bad_parts(raw):
     with pytest.raises(ToolCallError):
         parse_call(raw)
+
+
+@pytest.mark.parametrize("fields, field", [
+    ((None,), "tool"), (("",), "tool"), (("  ",), "tool"), ((7,), "tool"), ((["idle"],), "tool"),
+    (("idle", None), "params"), (("idle", [1]), "params"), (("idle", "{}"), "params"),
+    (("idle", {}, 3), "reasoning"), (("idle", {}, {"why": 1}), "reasoning"),
+])
+def test_a_caller_built_decision_of_wrong_types_gets_a_clear_error(fields, field):
+    with pytest.raises(ToolCallError) as refused:
+        Decision(*fields)
+    assert refused.value.field == field and refused.value.code == ErrorCode.INVALID_PARAMS
+    assert f"'{field}' must be" in refused.value.message
+
+
+def test_a_decision_changed_after_it_was_made_is_refused_where_it_is_read():
+    import asyncio
+
+    from arena_envs.tools import ToolPool
+
+    decision = Decision("idle")
+    decision.tool = None  # a slotted dataclass does not check assignments
+    with pytest.raises(ToolCallError, match="'tool' must be a non-empty string"):
+        parse_decision(decision)
+
+    async def main():  # through the pool: a failed result for that call, not a TypeError
+        pool = ToolPool(size=1)
+        step = await pool.call(decision, id="a")
+        result = step.observation.last_action_result
+        assert not result.success and result.error_code == "INVALID_PARAMS" and "'tool'" in result.error_message
+
+    asyncio.run(main())

@@ -18,12 +18,7 @@ try:
 except ImportError as error:  # the optional extra is missing: say how to get it
     raise ImportError("arena_envs.serve needs OpenEnv: pip install 'arena-envs[serve]'") from error
 
-from .app import make_app, serve  # noqa: E402
-from .guard import Limits  # noqa: E402
-from .models import ArenaAction, ArenaObservation, ArenaState  # noqa: E402
-from .sessions import SCENARIOS, ArenaSession, SessionError, SessionHub, make_hub  # noqa: E402
-
-__all__ = [
+__all__ = [  # noqa: F822 - imported on first use, see __getattr__
     "SCENARIOS",
     "ArenaAction",
     "ArenaObservation",
@@ -36,3 +31,19 @@ __all__ = [
     "make_hub",
     "serve",
 ]
+
+_HOMES = {"make_app": "app", "serve": "app", "Limits": "guard", "ArenaAction": "models",
+          "ArenaObservation": "models", "ArenaState": "models", "SCENARIOS": "sessions", "ArenaSession": "sessions",
+          "SessionError": "sessions", "SessionHub": "sessions", "make_hub": "sessions"}
+
+
+def __getattr__(name: str) -> object:
+    """The public names, imported when first used: the server's reader process imports this
+    package for :mod:`.reading` alone, and must not wait for OpenEnv's server to load."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import ipaddress
 import logging
@@ -19,15 +20,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import h11
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .guard import Guard, GuardMonitor, Limits
 from .models import ArenaAction, ArenaObservation, ArenaState
-from .sessions import SessionError, SessionHub, make_hub
+from .sessions import HTTP_WORLDS, SessionError, SessionHub, make_hub
 
 logger = logging.getLogger("uvicorn.error")  # uvicorn's own log, so its settings apply
 
@@ -51,7 +54,9 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     """
     limits = limits or Limits()
     hub = make_hub(scenario, max_sessions, **env_kwargs)
-    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=limits.idle_timeout)
+    # OpenEnv's own reaper stays off (session_timeout None): it would free a WebSocket session's
+    # world under its open socket. The guard reaps (and closes the socket), see guard.py.
+    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=None)
     app = create_app(hub.factory(), ArenaAction, ArenaObservation, env_name=hub.scenario,
                      concurrency_config=concurrency, state_cls=ArenaState)
     monitor = GuardMonitor()
@@ -73,6 +78,84 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     app.router.on_shutdown.append(finish)  # as OpenEnv registers its own hooks
 
     return app
+
+
+class _GuardedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 connection, with a deadline for each request to arrive whole and a
+    cap on open connections (uvicorn's ``limit_concurrency`` answers 503 only to a request
+    that arrived: a socket that never finishes its headers would stay open for ever).
+
+    A connection past ``max_connections`` gets a 503 and is closed at once; one that takes
+    longer than ``header_timeout`` to send a request's headers and body (counted from its
+    opening, or from the end of its previous answer) gets a 408 and is closed.
+    """
+
+    def __init__(self, *args: Any, header_timeout: float, max_connections: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout, self.max_connections = header_timeout, max_connections
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            logger.warning("refused a connection: %d open, the limit is %d", len(self.connections) - 1,
+                           self.max_connections)
+            self._refuse(503, b"too many connections")
+        else:
+            self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR):
+            self._disarm()  # the request is in: its answer may take as long as it takes
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this connection has header_timeout to arrive
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._disarm()  # the WebSocket has its own limits (the guard's idle reaper, pings)
+        super().handle_websocket_upgrade(event)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.header_timeout, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete
+                                                or self.conn.their_state is h11.SEND_BODY):
+            self._refuse(408, f"request not received within {self.header_timeout:g} s".encode())
+
+    def _refuse(self, status: int, reason: bytes) -> None:
+        """Answer ``status`` (when no answer has begun) and close the connection."""
+        if self.cycle is None or self.cycle.response_complete:
+            phrase = {408: b"Request Timeout", 503: b"Service Unavailable"}[status]
+            self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+                                 b"content-length: %d\r\n\r\n%s" % (status, phrase, len(reason), reason))
+        self.transport.close()
+
+
+def _config(app: FastAPI, host: str, port: int, drain_timeout: float, log_level: str, **options: Any) -> uvicorn.Config:
+    """uvicorn's settings for an app from :func:`make_app`: its frame cap, its limits on
+    connections and their timeouts (see :class:`Limits`)."""
+    limits: Limits = app.state.limits
+    cap = limits.max_connections or 2 * (app.state.hub.max_sessions + HTTP_WORLDS) + 64
+    protocol = functools.partial(_GuardedH11Protocol, header_timeout=limits.header_timeout, max_connections=cap)
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
+                          timeout_graceful_shutdown=drain_timeout, http=protocol,  # type: ignore[arg-type]
+                          timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=cap,
+                          h11_max_incomplete_event_size=16 * 1024, **options)
 
 
 class _DrainingServer(uvicorn.Server):
@@ -110,10 +193,14 @@ def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, *, drain_time
     limits: Limits = app.state.limits
     if not _is_loopback(host) and limits.api_key is None:
         logger.warning("serving on %s without an API key: anyone who can reach it can use it", host)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
-                            timeout_graceful_shutdown=drain_timeout, ws_ping_interval=20.0, ws_ping_timeout=20.0)
+    config = _config(app, host, port, drain_timeout, log_level, ws_ping_interval=20.0, ws_ping_timeout=20.0)
     server = _DrainingServer(config, app.state.guard, drain_timeout)
-    asyncio.run(server.serve())
+    try:
+        asyncio.run(server.serve())
+    except KeyboardInterrupt:
+        # uvicorn re-raises the SIGINT it caught once the server has drained and stopped,
+        # as a process stopped by it should: here that is a clean exit, not a traceback
+        pass
 
 
 @contextlib.contextmanager
@@ -125,8 +212,7 @@ def running(app: FastAPI, host: str = "127.0.0.1", port: int = 0, *, drain_timeo
         with running(make_app("foraging")) as url:
             with GenericEnvClient(base_url=url).sync() as env: ...
     """
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
-                            timeout_graceful_shutdown=drain_timeout)
+    config = _config(app, host, port, drain_timeout, log_level)
     server = app.state.server = _DrainingServer(config, app.state.guard, drain_timeout)
     thread = threading.Thread(target=server.run, name="arena-serve", daemon=True)
     thread.start()

@@ -348,3 +348,66 @@ def bench_rows(seconds: float, scenario: str = "foraging",
             rows += [(label, r["steps_per_s"], "steps/s"), (f"{label} p50", r["p50_us"], "us/step"),
                      (f"{label} p99", r["p99_us"], "us/step"), (f"{label} CPU", r["cpu_us"], "CPU us/step")]
     return rows
+
+
+# -- a bystander beside hostile clients ---------------------------------------------------------
+
+STALL = '{"a":[' * 199 + "1," * 31000
+"""A 63 KB message whose search for a tool call once cost 0.7 s on the server's event loop."""
+ATTACKERS = 4
+
+
+def _bystander_latencies(url: str, seconds: float) -> list[float]:
+    """One session's plain step latencies (s), stepping for ``seconds``."""
+    from websockets.sync.client import connect
+
+    latencies: list[float] = []
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+        ws.recv(timeout=60)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end or len(latencies) < 100:
+            start = time.perf_counter()
+            ws.send(CALLS[1])
+            answer = json.loads(ws.recv(timeout=60))
+            latencies.append(time.perf_counter() - start)
+            if answer["data"].get("done"):
+                ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+                ws.recv(timeout=60)
+    return latencies
+
+
+def stall_rows(seconds: float, scenario: str = "foraging") -> list[tuple[str, float, str]]:
+    """``arena-bench --only serve_stall``: a bystander's p50/p99 plain step alone, then beside
+    :data:`ATTACKERS` clients sending :data:`STALL` back to back (read in the server's reader
+    process, off its event loop)."""
+    import threading
+
+    from websockets.sync.client import connect
+
+    rows: list[tuple[str, float, str]] = []
+    with server_process("arena", scenario, 8) as server:
+        stop = threading.Event()
+
+        def attack(k: int) -> None:
+            with contextlib.suppress(Exception), connect(server.url, max_size=None) as ws:
+                ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
+                ws.recv(timeout=60)
+                while not stop.is_set():
+                    ws.send(json.dumps({"type": "step", "data": {"message": STALL}}))
+                    ws.recv(timeout=300)
+
+        for label, attackers in (("alone", 0), (f"beside {ATTACKERS} stall attackers", ATTACKERS)):
+            threads = [threading.Thread(target=attack, args=(k,), daemon=True) for k in range(attackers)]
+            for thread in threads:
+                thread.start()
+            if threads:
+                time.sleep(max(seconds, 2.0))  # the reader process is up and busy
+            latencies = np.array(_bystander_latencies(server.url, max(seconds, 1.0))) * 1e6
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=300)
+            name = f"Serve {scenario} bystander {label}"
+            rows += [(f"{name} p50", float(np.percentile(latencies, 50)), "us/step"),
+                     (f"{name} p99", float(np.percentile(latencies, 99)), "us/step")]
+    return rows

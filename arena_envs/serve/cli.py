@@ -14,10 +14,11 @@ import sys
 
 from arena_envs.cli import UsageError, arena_serve, env_argument
 
-from .sessions import SCENARIOS
-
 
 def parser() -> argparse.ArgumentParser:
+    from .sessions import SCENARIOS  # here, not above: a process importing this module (the
+    # server's reader, started by spawn) need not load the server
+
     p = argparse.ArgumentParser(prog="arena-serve", description="Serve an arena scenario over OpenEnv "
                                 "(WebSocket sessions at /ws, one world of one batched core each).")
     p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)} (any spelling: Foraging-v0, "
@@ -31,6 +32,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=int, default=64 * 1024, help="largest request or frame accepted")
     p.add_argument("--http-rate", type=float, default=100.0, help="HTTP requests per second per client address")
     p.add_argument("--ws-rate", type=float, default=1000.0, help="WebSocket messages per second per session")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send a request's headers and body")
+    p.add_argument("--keep-alive-timeout", type=float, default=5.0,
+                   help="seconds an idle HTTP connection is kept open for its next request")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="open connections at most (default: twice the worlds, plus 64)")
+    p.add_argument("--http-sessions-per-client", type=int, default=2,
+                   help="sessions made over HTTP (/mcp openenv/session/create) per client address")
+    p.add_argument("--max-http-sessions", type=int, default=16, help="sessions made over HTTP in all")
+    p.add_argument("--http-session-ttl", type=float, default=30.0,
+                   help="seconds an HTTP-made session lives unused, unless a WebSocket holds it")
     p.add_argument("--drain-timeout", type=float, default=10.0,
                    help="seconds shutdown waits for calls in flight")
     p.add_argument("--env-kwarg", type=env_argument, action="append", default=[], metavar="NAME=VALUE",
@@ -61,7 +73,10 @@ def serve_command(argv: list[str] | None = None) -> int:
 
     try:
         limits = Limits(api_key=args.api_key or None, max_message_bytes=args.max_message_bytes,
-                        http_rate=args.http_rate, ws_rate=args.ws_rate, idle_timeout=args.idle_timeout)
+                        http_rate=args.http_rate, ws_rate=args.ws_rate, idle_timeout=args.idle_timeout,
+                        header_timeout=args.header_timeout, keep_alive_timeout=args.keep_alive_timeout,
+                        max_connections=args.max_connections, http_sessions_per_client=args.http_sessions_per_client,
+                        max_http_sessions=args.max_http_sessions, http_session_ttl=args.http_session_ttl)
         app = make_app(args.scenario, max_sessions=args.max_sessions, limits=limits, **dict(args.env_kwarg))
     except (ValueError, TypeError) as err:  # an unknown scenario, a bad limit or scenario argument
         raise UsageError(str(err)) from None

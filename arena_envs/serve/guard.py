@@ -8,10 +8,16 @@
   over the limit gets 429 or an error frame.
 * Malformed frames (binary, not JSON, nested too deeply, not an object) get an error frame
   and never reach the app, so the session goes on.
-* Idle WebSocket sessions are closed (code 4408) after ``idle_timeout`` seconds without a
-  frame; OpenEnv then closes the session's environment, which frees its world.
-* Attaching to a session by id (``/ws?session_id=...``) is refused: every WebSocket is its
-  own session and no id is ever needed or accepted.
+* Idle WebSocket sessions are closed (code 4408, with the reason) after ``idle_timeout``
+  seconds without a ``reset`` or ``step``: liveness is what the session does, so a client
+  sending only ``state`` frames is idle. OpenEnv then closes the session's environment,
+  which frees its world. This reaper is the only one (OpenEnv's own is left off), so a
+  session's world is never freed under a socket still open.
+* Sessions made over HTTP (``POST /mcp`` ``openenv/session/create``) count against a
+  limit per client address and one in total, and are closed after ``http_session_ttl``
+  seconds without a call naming them unless a WebSocket is attached to them
+  (``/ws?session_id=...``, allowed only for a session made over HTTP by the same address;
+  any other id is refused: every other WebSocket is its own session).
 * Shutdown: :meth:`Guard.drain` refuses new work and waits until every frame received has
   been answered.
 """
@@ -19,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import time
@@ -27,7 +34,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 IDLE_CLOSE_CODE = 4408
-"""WebSocket close code of a session reclaimed for idleness."""
+"""WebSocket close code of a session reclaimed for idleness (no reset or step for ``idle_timeout`` s)."""
+LIVE_FRAMES = frozenset(("reset", "step"))
+"""The frames that keep a WebSocket session alive: what it does, not what it asks."""
 
 
 @dataclass
@@ -40,7 +49,13 @@ class Limits:
     http_burst: int = 200
     ws_rate: float | None = 1000.0  # frames per second per connection
     ws_burst: int = 2000
-    idle_timeout: float | None = 300.0  # seconds without a frame before a session is closed
+    idle_timeout: float | None = 300.0  # seconds without a reset or step before a session is closed
+    http_sessions_per_client: int = 2  # sessions made over HTTP (/mcp openenv/session/create) per address
+    max_http_sessions: int = 16  # sessions made over HTTP, all addresses together
+    http_session_ttl: float = 30.0  # seconds an HTTP-made session lives without a call naming it or a socket
+    header_timeout: float = 10.0  # seconds a connection has to send a request's headers and body
+    keep_alive_timeout: float = 5.0  # seconds an HTTP connection may wait, idle, for its next request
+    max_connections: int | None = None  # open connections at most (None: 2 per session allowed, plus 64)
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -51,6 +66,16 @@ class Limits:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be positive or None, got {value}")
+        for name in ("http_sessions_per_client", "max_http_sessions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in ("http_session_ttl", "header_timeout", "keep_alive_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_connections is not None and (isinstance(self.max_connections, bool) or
+                                                 not isinstance(self.max_connections, int) or self.max_connections < 1):
+            raise ValueError(f"max_connections must be a positive integer or None, got {self.max_connections!r}")
 
 
 class _Bucket:
@@ -75,9 +100,19 @@ class _Bucket:
 class _Connection:
     send: Any
     bucket: _Bucket | None
-    last_active: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)  # the last reset or step, asked or answered
     waiting: int = 0  # frames passed to the app and not answered yet
+    live: int = 0  # resets and steps among them
     closed: bool = False
+
+
+@dataclass(eq=False)
+class _HttpSession:
+    """A session made over HTTP: who made it, when it was last named, whether a socket holds it."""
+
+    client: str
+    last_active: float = field(default_factory=time.monotonic)
+    attached: bool = False
 
 
 def _error_frame(message: str, code: str) -> dict[str, Any]:
@@ -91,6 +126,7 @@ class Guard:
     def __init__(self, app: Any, limits: Limits, monitor: GuardMonitor | None = None) -> None:
         self.app, self.limits = app, limits
         self.monitor = monitor or GuardMonitor()
+        self.monitor.limits, self.monitor.app = limits, app
         self._key = limits.api_key.encode() if limits.api_key else None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -121,10 +157,10 @@ class Guard:
         if not self._authorized(scope):
             return await _respond(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
                                   {"www-authenticate": "Bearer"})
+        client = _client(scope)
         if limits.http_rate is not None:
             if len(monitor.http_buckets) > 10_000:  # forget addresses not seen lately
                 monitor.http_buckets.clear()
-            client = (scope.get("client") or ("?", 0))[0]
             bucket = monitor.http_buckets.get(client)
             if bucket is None:
                 bucket = monitor.http_buckets[client] = _Bucket(limits.http_rate, limits.http_burst)
@@ -151,6 +187,12 @@ class Guard:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
+        rpc = _rpc(body) if scope.get("path") == "/mcp" else None
+        if rpc is not None:
+            refusal = monitor.http_session_refusal(rpc, client)
+            if refusal is not None:
+                return await _respond(send, 429, refusal, rpc_id=rpc.get("id"))
+            send = monitor.http_session_watch(rpc, client, send)
         monitor.http_in_flight += 1
         try:
             await self.app(scope, replay, send)
@@ -163,24 +205,32 @@ class Guard:
         monitor = self.monitor
         if monitor.draining or not self._authorized(scope):
             return await send({"type": "websocket.close", "code": 1013 if monitor.draining else 1008})
-        if "session_id" in parse_qs(scope.get("query_string", b"").decode("latin-1")):
-            # OpenEnv could attach this socket to another session by id: not here
-            return await send({"type": "websocket.close", "code": 1008})
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id")
+        held = None
+        if asked is not None:
+            # OpenEnv could attach this socket to any session by id: here only to one this
+            # address made over HTTP and no socket holds
+            held = monitor.http_sessions.get(asked[0]) if len(asked) == 1 else None
+            if held is None or held.attached or held.client != _client(scope):
+                return await send({"type": "websocket.close", "code": 1008})
+            held.attached = True
         limits = self.limits
         bucket = _Bucket(limits.ws_rate, limits.ws_burst) if limits.ws_rate is not None else None
         connection = _Connection(send, bucket)
         monitor.connections.add(connection)
-        monitor.start_reaper(limits.idle_timeout)
+        monitor.start_reaper()
 
         async def guarded_receive() -> dict:
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive":
                     return message
-                connection.last_active = time.monotonic()
-                problem = self._frame_problem(message, connection)
+                problem, kind = self._frame_problem(message, connection)
                 if problem is None:
                     connection.waiting += 1
+                    if kind in LIVE_FRAMES:
+                        connection.live += 1
+                        connection.last_active = time.monotonic()
                     return message
                 if not connection.closed:
                     await send(_error_frame(*problem))
@@ -188,7 +238,9 @@ class Guard:
         async def guarded_send(message: dict) -> None:
             if message["type"] == "websocket.send":
                 connection.waiting = max(0, connection.waiting - 1)
-                connection.last_active = time.monotonic()
+                if connection.live:  # frames are answered in order: this answers a reset or step
+                    connection.live -= 1
+                    connection.last_active = time.monotonic()
                 if connection.closed:  # reclaimed: the client was told and the socket is closing
                     return
             elif message["type"] == "websocket.close":
@@ -202,51 +254,117 @@ class Guard:
         finally:
             connection.closed = True
             monitor.connections.discard(connection)
+            if held is not None:  # the HTTP session lives on, for http_session_ttl from now
+                held.attached, held.last_active = False, time.monotonic()
 
-    def _frame_problem(self, message: dict, connection: _Connection) -> tuple[str, str] | None:
-        """Why a frame is refused (message, code), or None to pass it to the app."""
+    def _frame_problem(self, message: dict, connection: _Connection) -> tuple[tuple[str, str] | None, Any]:
+        """Why a frame is refused (message, code), or None to pass it to the app; and its type."""
         if self.monitor.draining:
-            return "the server is shutting down; no new calls", "SHUTTING_DOWN"
+            return ("the server is shutting down; no new calls", "SHUTTING_DOWN"), None
         if connection.bucket is not None and not connection.bucket.take():
-            return f"rate limit: at most {self.limits.ws_rate:g} messages a second", "RATE_LIMITED"
+            return (f"rate limit: at most {self.limits.ws_rate:g} messages a second", "RATE_LIMITED"), None
         text = message.get("text")
         if text is None:
-            return "binary frames are not accepted: send JSON text", "INVALID_JSON"
+            return ("binary frames are not accepted: send JSON text", "INVALID_JSON"), None
         if len(text) > self.limits.max_message_bytes:
-            return f"message over {self.limits.max_message_bytes} bytes", "MESSAGE_TOO_LARGE"
+            return (f"message over {self.limits.max_message_bytes} bytes", "MESSAGE_TOO_LARGE"), None
         try:  # read here too: OpenEnv ends the session on JSON it cannot take (too deep, not an object)
             frame = json.loads(text)
         except (ValueError, RecursionError) as err:
-            return f"invalid JSON: {str(err)[:200]}", "INVALID_JSON"
+            return (f"invalid JSON: {str(err)[:200]}", "INVALID_JSON"), None
         if not isinstance(frame, dict):
-            return 'expected a JSON object such as {"type": "step", "data": {...}}', "INVALID_JSON"
-        return None
+            return ('expected a JSON object such as {"type": "step", "data": {...}}', "INVALID_JSON"), None
+        return None, frame.get("type")
 
 
 class GuardMonitor:
-    """The guard's live state: connections, buckets, draining (one per server)."""
+    """The guard's live state: connections, HTTP-made sessions, buckets, draining (one per server)."""
 
     def __init__(self) -> None:
+        self.limits = Limits()
+        self.app: Any = None  # the app behind the guard, which closes expired HTTP sessions
         self.connections: set[_Connection] = set()
+        self.http_sessions: dict[str, _HttpSession] = {}
         self.http_buckets: dict[str, _Bucket] = {}
         self.http_in_flight = 0
         self.draining = False
         self.reclaimed = 0
+        self.expired = 0
         self._reaper: asyncio.Task | None = None
 
-    def start_reaper(self, idle_timeout: float | None) -> None:
-        if idle_timeout is not None and (self._reaper is None or self._reaper.done()):
-            self._reaper = asyncio.ensure_future(self._reap(idle_timeout))
+    # -- sessions made over HTTP ---------------------------------------------------------
 
-    async def _reap(self, idle_timeout: float) -> None:
-        """Close WebSocket sessions idle for longer than ``idle_timeout`` (checked often
-        enough to be late by at most a quarter of it, or one second)."""
+    def http_session_refusal(self, rpc: dict[str, Any], client: str) -> str | None:
+        """Why this JSON-RPC request may not make a session (None: it may, or makes none)."""
+        if rpc.get("method") != "openenv/session/create":
+            return None
+        limits, mine = self.limits, sum(held.client == client for held in self.http_sessions.values())
+        if mine >= limits.http_sessions_per_client:
+            return (f"at most {limits.http_sessions_per_client} sessions made over HTTP per client: close one "
+                    f"(openenv/session/close), let it expire ({limits.http_session_ttl:g} s unused) "
+                    "or open a WebSocket at /ws, which is a session of its own")
+        if len(self.http_sessions) >= limits.max_http_sessions:
+            return (f"the server holds its {limits.max_http_sessions} sessions made over HTTP; "
+                    "open a WebSocket at /ws, or try again later")
+        return None
+
+    def http_session_watch(self, rpc: dict[str, Any], client: str, send: Any) -> Any:
+        """``send`` for the app answering ``rpc``: notes a session it names (as used now),
+        makes (read from the answer) or closes."""
+        method, params = rpc.get("method"), rpc.get("params")
+        named = params.get("session_id") if isinstance(params, dict) else None
+        if isinstance(named, str) and named in self.http_sessions:
+            self.http_sessions[named].last_active = time.monotonic()
+        if method not in ("openenv/session/create", "openenv/session/close"):
+            return send
+        chunks: list[bytes] = []
+
+        async def watching_send(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    result = (_rpc(b"".join(chunks)) or {}).get("result")
+                    if isinstance(result, dict) and isinstance(result.get("session_id"), str):
+                        if method == "openenv/session/create":
+                            self.http_sessions[result["session_id"]] = _HttpSession(client)
+                            self.start_reaper()
+                        elif result.get("closed"):
+                            self.http_sessions.pop(result["session_id"], None)
+            await send(message)
+
+        return watching_send
+
+    async def _expire(self, session_id: str) -> None:
+        """Close an HTTP-made session through the app's own route, as its client could."""
+        self.http_sessions.pop(session_id, None)
+        self.expired += 1
+        request = {"jsonrpc": "2.0", "id": 0, "method": "openenv/session/close", "params": {"session_id": session_id}}
+        with contextlib.suppress(Exception):  # already gone: nothing to close
+            await _call_app(self.app, "/mcp", json.dumps(request).encode())
+
+    # -- reaping -------------------------------------------------------------------------
+
+    def start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.ensure_future(self._reap())
+
+    async def _reap(self) -> None:
+        """Close WebSocket sessions idle for longer than ``idle_timeout``, and HTTP-made ones
+        unused for longer than ``http_session_ttl`` (checked often enough to be late by at
+        most a quarter of either, or one second)."""
+        limits = self.limits
+        idle_timeout, ttl = limits.idle_timeout, limits.http_session_ttl
         while True:
-            await asyncio.sleep(min(idle_timeout / 4, 1.0))
+            await asyncio.sleep(min(ttl / 4, 1.0, *(() if idle_timeout is None else (idle_timeout / 4,))))
             now = time.monotonic()
+            for session_id, held in list(self.http_sessions.items()):
+                if not held.attached and now - held.last_active > ttl:
+                    await self._expire(session_id)
+            if idle_timeout is None:
+                continue
             for connection in list(self.connections):
                 if not connection.closed and connection.waiting == 0 and now - connection.last_active > idle_timeout:
-                    await self._evict(connection, f"session reclaimed after {idle_timeout:g} s without a message")
+                    await self._evict(connection, f"session reclaimed after {idle_timeout:g} s without a reset or step")
 
     async def _evict(self, connection: _Connection, reason: str) -> None:
         connection.closed = True
@@ -274,12 +392,55 @@ class GuardMonitor:
 
     def stats(self) -> dict[str, Any]:
         return {"connections": len(self.connections), "reclaimed": self.reclaimed,
+                "http_sessions": len(self.http_sessions), "expired": self.expired,
                 "in_flight": self.http_in_flight + sum(c.waiting for c in self.connections),
                 "draining": self.draining}
 
 
-async def _respond(send: Any, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-    body = json.dumps({"detail": detail}).encode()
+def _client(scope: dict) -> str:
+    return (scope.get("client") or ("?", 0))[0]
+
+
+def _rpc(body: bytes) -> dict[str, Any] | None:
+    """A JSON-RPC request or answer as a dict, or None (OpenEnv answers what it cannot read)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _call_app(app: Any, path: str, body: bytes) -> bytes:
+    """POST ``body`` to ``path`` of the ASGI ``app``, in process; the answer's body."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "headers": [(b"content-type", b"application/json")], "client": ("guard", 0), "server": None}
+    sent = False
+    answer: list[bytes] = []
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # no disconnect: the app answers first
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.body":
+            answer.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return b"".join(answer)
+
+
+async def _respond(send: Any, status: int, detail: str, headers: dict[str, str] | None = None,
+                   rpc_id: Any = None) -> None:
+    """Answer with ``{"detail": ...}``, or with a JSON-RPC error for a JSON-RPC request (``rpc_id``)."""
+    answer: dict[str, Any] = {"detail": detail}
+    if rpc_id is not None:
+        answer = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32000, "message": detail}}
+    body = json.dumps(answer).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

@@ -33,12 +33,14 @@ import numpy as np
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from arena_envs.llm.parsers import parse_reply
 from arena_envs.names import resolve
 from arena_envs.observations import Observation as ToolObservation
 from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_schemas
+from arena_envs.tools.decision import is_plain_call
+from arena_envs.tools.resource_pool import check_seed
 
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer, step_answer
+from .reading import MAX_MESSAGE_CHARS, READ_OFF_LOOP_CHARS, Reader, read_ahead, read_calls, text_size
 
 SCENARIOS = {
     "foraging": "arena_envs/Foraging-v0",
@@ -74,38 +76,11 @@ def scenario_name(name: str) -> str:
     return resolve(name, among=list(SCENARIOS)).key
 
 
-MAX_CALLS = 8
-"""Calls of one assistant message carried out, in order, one tick each (as ``ChatEnv``'s
-``max_calls``); the rest are not run and are counted in ``info["parse"]["calls_not_run"]``."""
-
-
-def read_calls(action: ArenaAction, tools: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any] | None]:
-    """The tool calls in ``action`` for the tool layer, in order, and the parser's telemetry
-    for an assistant message (None otherwise).
-
-    A plain call object is one call. An assistant message is read by the chat parsers of
-    :mod:`arena_envs.llm.parsers` (every common tool-call format); each call it holds, up to
-    :data:`MAX_CALLS`, is one tick. A message with no readable call goes to the tool layer
-    as it is, which answers INVALID_PARAMS saying why.
-    """
-    if action.message is None:
-        return [action.tool_call()], None
-    parsed = parse_reply(action.message, tools=tools)
-    telemetry = parsed.telemetry()
-    if parsed.failure:
-        telemetry["calls_not_run"] = 0
-        return [action.message], telemetry
-    calls = [call.as_call() if call.name else action.message for call in parsed.calls]
-    telemetry["calls_not_run"] = max(0, len(calls) - MAX_CALLS)
-    return calls[:MAX_CALLS], telemetry
-
-
 def _check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SessionError(f"seed must be a non-negative integer or null, got {seed!r}")
-    return seed
+    try:
+        return check_seed(seed)
+    except ValueError as err:
+        raise SessionError(str(err)) from None
 
 
 class SessionHub(abc.ABC):
@@ -127,6 +102,7 @@ class SessionHub(abc.ABC):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_frees: set[asyncio.Task] = set()
         self.steps = 0
+        self.reader = Reader()  # reads costly actions in a process of its own
 
     def factory(self) -> Callable[[], ArenaSession]:
         """The environment factory for OpenEnv's ``create_app``: a ``partial`` of the class, so
@@ -205,12 +181,38 @@ class SessionHub(abc.ABC):
 
     def stats(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "max_sessions": self.max_sessions, "handles": self._handles,
-                "sessions": len(self.sessions), "steps": self.steps}
+                "sessions": len(self.sessions), "steps": self.steps, "read_off_loop": self.reader.reads}
 
     async def aclose(self) -> None:
         """Wait for the worlds being freed (at shutdown)."""
         if self._pending_frees:
             await asyncio.gather(*self._pending_frees, return_exceptions=True)
+        self.reader.shutdown()
+
+    async def read(self, action: ArenaAction) -> tuple[list[Any], dict[str, Any] | None]:
+        """:func:`read_calls` for ``action``: on the event loop when that is cheap, in the
+        reader's process when ``action`` holds much text (see :mod:`.reading`)."""
+        message, call = action.message, action.tool_call()
+        size = text_size(message if message is not None else call)
+        if size <= READ_OFF_LOOP_CHARS:
+            return read_calls(message, call, self.tools)
+        return await self._read_off_loop(size, read_calls, message, call, self.tools, True)
+
+    async def read_team(self, calls: dict[str, Any]) -> dict[str, Any]:
+        """A team's calls ({agent: call}), read off the loop when they hold much text (as :meth:`read`)."""
+        size = sum(map(text_size, calls.values()))
+        if size <= READ_OFF_LOOP_CHARS:
+            return calls
+        return dict(zip(calls, await self._read_off_loop(size, read_ahead, list(calls.values())), strict=True))
+
+    async def _read_off_loop(self, size: int, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in the reader's process, for an action holding ``size`` characters of text."""
+        if size > MAX_MESSAGE_CHARS:
+            raise SessionError(f"the action holds {size} characters of text, over the limit of {MAX_MESSAGE_CHARS}")
+        try:
+            return await self.reader.run(function, *args)
+        except RuntimeError as err:
+            raise SessionError(str(err)) from None
 
     # -- the worlds: what each kind of hub (pool, Treasure Hunt, team) does -----------------
 
@@ -228,7 +230,7 @@ class SessionHub(abc.ABC):
         Returns the last tick, the rewards summed over the ticks, and the parser's telemetry
         (None for a plain call object) with each call's result in ``results``.
         """
-        calls, parse = read_calls(action, self.tools)
+        calls, parse = await self.read(action)
         reward, results = 0.0, []
         for call in calls:
             last = await tick(call)
@@ -285,9 +287,10 @@ class PoolHub(SessionHub):
         return self._answer(session, render(obs), 0.0, False, False, {}, first=True)
 
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
-        if action.message is None:  # one plain call, the usual case: _play's work without its
-            # closure, Tick and unused result dict (a few us of every step)
-            step = await self._call(session, action.tool_call())
+        call = action.tool_call()
+        if action.message is None and is_plain_call(call):  # the usual case: _play's work without
+            # its closure, Tick and unused result dict (a few us of every step)
+            step = await self._call(session, call)
             self.steps += 1
             return self._answer(session, step.observation, step.reward, step.terminated, step.truncated,
                                 step.info)

@@ -75,6 +75,7 @@ class TeamHub(SessionHub):
 
     async def _step(self, session: ArenaSession, action: ArenaAction) -> ArenaObservation:
         calls = action.calls if action.calls is not None else {self.agents[0]: action.tool_call()}
+        calls = await self.read_team(calls)
         unknown = sorted(set(calls) - set(self.agents), key=str)
         if unknown:
             raise SessionError(f"calls for agents not on this team: {unknown}; the team is {self.agents}")

@@ -47,6 +47,9 @@ class Decision:
     params: dict[str, Any] = field(default_factory=dict)
     reasoning: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
     @classmethod
     def idle(cls, reasoning: str | None = None) -> Decision:
         """The call that does nothing this tick."""
@@ -79,6 +82,18 @@ class Decision:
         return cls(tool, copy.deepcopy(dict(params)), _bounded_reasoning(reasoning))
 
 
+def _check_fields(decision: Decision) -> None:
+    """Refuse a Decision whose fields are not of its types (INVALID_PARAMS naming the field):
+    one built by a caller, or changed since, must fail here and not deep in a tool."""
+    tool, params, reasoning = decision.tool, decision.params, decision.reasoning
+    if type(tool) is not str and not isinstance(tool, str) or not tool.strip():
+        raise _wrong("tool", "a non-empty string", tool)
+    if type(params) is not dict and not isinstance(params, Mapping):
+        raise _wrong("params", "an object", params)
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise _wrong("reasoning", "a string or null", reasoning)
+
+
 def _wrong(key: str, expected: str, value: Any) -> ToolCallError:
     return ToolCallError(f"{key!r} must be {expected}, got {json_type_name(value)}", field=key)
 
@@ -102,6 +117,7 @@ def parse_decision(raw: Any) -> Decision:
     if type(raw) is dict:
         return _from_mapping(raw)
     if isinstance(raw, Decision):
+        _check_fields(raw)  # its fields may have been set since it was made
         return raw
     if callable(getattr(raw, "model_dump", None)):
         raw = raw.model_dump()
@@ -185,6 +201,12 @@ def parse_call(raw: Any) -> tuple[str, dict[str, Any]]:
         return plain[0], plain[1]
     decision = parse_decision(raw)
     return decision.tool, decision.params
+
+
+def is_plain_call(data: Any) -> bool:
+    """Whether ``data`` is a call in ``Decision.to_dict``'s shape, which is read without
+    parsing any text (so at a cost linear in its size, whatever it holds)."""
+    return _plain(data) is not None
 
 
 def _plain(data: Any) -> tuple[str, dict[str, Any], str | None] | None:

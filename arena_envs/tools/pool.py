@@ -38,7 +38,7 @@ import numpy as np
 from arena_envs.batch import Batch
 from arena_envs.observations import Observation
 from arena_envs.tools.errors import ToolCallError
-from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, make_pool
+from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, check_seed, make_pool
 from arena_envs.tools.session import ToolSession
 from arena_envs.world import NO_TOOL, OK, ToolActions, WorldState
 
@@ -210,6 +210,7 @@ class ToolPool:
         self._pending: _PendingBatch | None = None
         self._inflight: dict[int, _PendingBatch] = {}  # world -> the batch its call waits in
         self._handles: list[ArenaHandle | None] = [None] * size  # the last handle lent for each world
+        self._orphans: set[int] = set()  # worlds whose taking acquire failed, left to a second one (see _drop)
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -219,17 +220,19 @@ class ToolPool:
         An id that already holds a world gets it reset with ``seed`` (after its call in
         flight, if any). A bad seed raises ValueError and takes nothing.
         """
-        _check_seed(seed)
+        seed = check_seed(seed)
         while True:
             world, new = await self._slots.take(id, _timeout(self.timeout))
             try:
                 await self._settle(world)
                 if self._slots.held(id) != world:
                     continue  # released while its last call finished: take a world anew
-                return (await self._join_restart(world, seed).done)[world]
+                observation = (await self._join_restart(world, seed).done)[world]
+                self._orphans.discard(world)  # an acquire of the id succeeded: the id keeps it
+                return observation
             except BaseException:
-                if new and self._slots.held(id) == world:
-                    self._slots.give_back(id)
+                if self._slots.held(id) == world and (new or world in self._orphans):
+                    self._drop(id, world)
                 raise
 
     async def call(self, tool_call: Any, id: Hashable) -> PoolStep:
@@ -266,6 +269,19 @@ class ToolPool:
         self._inflight[world] = batch
         return batch
 
+    def _drop(self, id: Hashable, world: int) -> None:
+        """The acquire that took ``world`` for ``id`` failed: a failed acquire takes nothing,
+        but another caller of ``id`` may be using the world by now. A call keeps it; a second
+        acquire, resetting it, decides in turn (the world is an orphan until one succeeds)."""
+        batch = self._inflight.get(world)
+        if batch is None:
+            self._orphans.discard(world)
+            self._slots.give_back(id)
+        elif world in batch.restarts:
+            self._orphans.add(world)
+        else:
+            self._orphans.discard(world)
+
     async def release(self, id: Hashable) -> None:
         """Let ``id``'s call in flight finish, then reset its world and give it back to the
         pool in one step (a no-op for an unknown id)."""
@@ -277,6 +293,7 @@ class ToolPool:
                 break
             await self._settle(world)
         self._restart([world], [None])
+        self._orphans.discard(world)
         self._slots.give_back(id)
 
     def lease(self, id: Hashable) -> _Lease:
@@ -447,11 +464,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _check_seed(seed: Any) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
 
 
 def _timeout(timeout: float | None) -> float | None:

@@ -12,8 +12,10 @@ The rules every pool here follows:
 * instances are created lazily, up to ``size``; when all are taken a new id waits for a
   release, up to ``timeout`` seconds, then gets :class:`PoolExhaustedError`;
 * calls for one id run one at a time; calls for different ids run concurrently, and a
-  synchronous ``step`` runs in a worker thread, so one slow environment never stalls the
-  event loop or the other ids;
+  synchronous ``step`` runs in one of the pool's own worker threads (:class:`Workers`), so
+  one slow environment never stalls the event loop, the other ids or another pool;
+* ids are compared by type and value: ``1``, ``1.0`` and ``True`` are three ids;
+* a seed is checked (:func:`check_seed`) before anything changes;
 * ``release(id)`` waits for that id's call in flight, resets its environment and frees it,
   in one step nobody can observe half done;
 * nothing is bound to an event loop: a pool can be used from one loop, then another
@@ -36,48 +38,114 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
 
+import numpy as np
+
+from arena_envs.observations import short_repr
+
 DEFAULT_POOL_SIZE = 16
 DEFAULT_TIMEOUT = 60.0
-_THREADS = 64  # worker threads for synchronous steps, shared by every pool (threads are made on demand)
-_executor: concurrent.futures.ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+MAX_THREADS = 64
+"""Worker threads of one pool at most (threads are made on demand, up to the pool's size)."""
+SEED_LIMIT = 2**64
+"""Seeds are below this: the numpy generators behind every world take a seed as one 64-bit word."""
 
 
 class PoolExhaustedError(TimeoutError):
     """Every slot of a pool stayed taken for longer than the pool's timeout."""
 
 
-async def run_in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``function(*args, **kwargs)`` in a worker thread, awaited from any event loop.
+def check_seed(seed: Any) -> int | None:
+    """``seed`` as an int (None stays None), or ValueError worded as Gymnasium's
+    ``seeding.np_random`` words it. Gymnasium's rule (a non-negative integer; numpy integers
+    too, bool never) with an upper bound, :data:`SEED_LIMIT`, where Gymnasium has none:
+    a seed of ``2**200`` is one nobody means, and one the core's 64-bit generators would fold."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"Seed must be a python integer, actual type: {type(seed)}")
+    seed = int(seed)
+    if seed < 0:
+        raise ValueError(f"Seed must be greater or equal to zero, actual value: {seed}")
+    if seed >= SEED_LIMIT:
+        raise ValueError(f"Seed must be less than 2**64, actual value: {short_repr(seed)}")
+    return seed
 
-    The threads are shared by every pool and do not belong to a loop (the loop's default
-    executor has only a handful of threads, and dies with its loop).
+
+def id_key(id: Hashable) -> Hashable:
+    """The key a pool files ``id`` under: its type and value, so ``1``, ``1.0`` and ``True``
+    (equal to Python, one dict key) are three ids, and so are ``(1,)`` and ``(True,)``."""
+    kind = type(id)
+    if kind is str:  # the usual id: kept as it is (no other id's key is a str)
+        return id
+    if kind is tuple:
+        return kind, tuple(map(id_key, id))
+    if kind is frozenset:
+        return kind, frozenset(map(id_key, id))
+    hash(id)  # an unhashable id fails here, before anything changes
+    return kind, id
+
+
+class Workers:
+    """The worker threads of one pool, for its synchronous steps and resets.
+
+    Every pool has its own, at most ``threads``: one pool's slow steps can hold up only
+    that pool's calls, never another pool's (the threads are made on demand and belong to
+    no event loop: the loop's default executor has only a handful, and dies with its loop).
     """
-    global _executor
-    if _executor is None:
-        with _executor_lock:
-            if _executor is None:
-                _executor = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="arena-pool")
-    future = _executor.submit(function, *args, **kwargs)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        # A running thread cannot be stopped: the caller waits for it before it goes, so
-        # the environment it works on is never lent again while it still runs.
-        while not future.done():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(asyncio.wrap_future(future))
-        raise
+
+    def __init__(self, threads: int, name: str = "arena-pool") -> None:
+        self.threads, self.name = threads, name
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix=self.name)
+        return self._executor
+
+    async def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)`` in one of these threads, awaited from any event loop."""
+        future = self._pool().submit(function, *args, **kwargs)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # A running thread cannot be stopped: the caller waits for it before it goes, so
+            # the environment it works on is never lent again while it still runs.
+            while not future.done():
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(asyncio.wrap_future(future))
+            raise
+
+    async def maybe_await(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call ``function``: awaited if it is async, in one of these threads if it is not."""
+        if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__):
+            return await function(*args, **kwargs)
+        result = await self.run(function, *args, **kwargs)
+        if inspect.isawaitable(result):  # a plain function that returned a coroutine
+            result = await result
+        return result
+
+    def shutdown(self) -> None:
+        """Let the threads end once their work is done (a later call starts new ones)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+
+
+_shared = Workers(MAX_THREADS)  # for callers that belong to no pool
+
+
+async def run_in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` in a worker thread shared by callers outside any pool."""
+    return await _shared.run(function, *args, **kwargs)
 
 
 async def maybe_await(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``function``: awaited if it is async, in a worker thread if it is not."""
-    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__):
-        return await function(*args, **kwargs)
-    result = await run_in_thread(function, *args, **kwargs)
-    if inspect.isawaitable(result):  # a plain function that returned a coroutine
-        result = await result
-    return result
+    """Call ``function``: awaited if it is async, in a shared worker thread if it is not."""
+    return await _shared.maybe_await(function, *args, **kwargs)
 
 
 # --- waiting from any event loop ------------------------------------------------------------
@@ -163,9 +231,10 @@ class _Gate:
 class _Want:
     """The callers waiting for a slot for one id (two ``acquire("c")`` share one slot)."""
 
-    __slots__ = ("waiters", "slot", "claimed")
+    __slots__ = ("id", "waiters", "slot", "claimed")
 
-    def __init__(self) -> None:
+    def __init__(self, id: Hashable) -> None:
+        self.id = id
         self.waiters: list[_Waiter] = []
         self.slot: int | None = None  # the slot handed to this id, once one is
         self.claimed = False  # whether a caller has seen that slot (if nobody has, it can be taken back)
@@ -178,6 +247,7 @@ class Slots:
     holds and a slot has at most one owner), and a freed slot is handed straight to the
     id that waited longest, so a waiter that is woken can never lose its slot to a
     newcomer, and a waiter that is cancelled after being handed one gives it back.
+    Ids are compared by type and value (see :func:`id_key`).
     """
 
     def __init__(self, size: int, what: str = "slot") -> None:
@@ -185,27 +255,31 @@ class Slots:
             raise ValueError(f"size must be a positive integer, got {size!r}")
         self.size, self.what = size, what
         self._lock = threading.Lock()
-        self._owner: dict[Hashable, int] = {}
+        self._owner: dict[Hashable, int] = {}  # id key -> slot
+        self._ids: dict[Hashable, Hashable] = {}  # id key -> the id as its owner gave it
         self._free: deque[int] = deque(range(size))
-        self._wanted: dict[Hashable, _Want] = {}  # ids waiting for a slot, longest first
-        self._handed: dict[Hashable, _Want] = {}  # ids handed a slot that no caller has seen yet
+        self._wanted: dict[Hashable, _Want] = {}  # id keys waiting for a slot, longest first
+        self._handed: dict[Hashable, _Want] = {}  # id keys handed a slot that no caller has seen yet
 
     def held(self, id: Hashable) -> int | None:
         """The slot ``id`` holds, or None."""
+        key = id_key(id)
         with self._lock:
-            slot = self._owner.get(id)
+            slot = self._owner.get(key)
             if slot is not None and self._handed:  # (this runs for every call: nothing handed, nothing to claim)
-                self._claim(id)
+                self._claim(key)
             return slot
 
     def peek(self, id: Hashable) -> int | None:
         """The slot ``id`` holds, or None, read without the lock and claiming nothing: for a
         guess that whoever acts on it checks again with :meth:`held` or :meth:`take`."""
-        return self._owner.get(id)
+        return self._owner.get(id_key(id))
 
     def owners(self) -> dict[Hashable, int]:
+        """``{id: slot}`` (ids a dict merges, such as ``1`` and ``True``, show as one entry:
+        ``counts`` still counts both)."""
         with self._lock:
-            return dict(self._owner)
+            return {self._ids[key]: slot for key, slot in self._owner.items()}
 
     def counts(self) -> tuple[int, int]:
         """``(free, acquired)``, read together."""
@@ -220,22 +294,22 @@ class Slots:
         it, one of those waiters or a newcomer). Raises :class:`PoolExhaustedError` when no
         slot came free in time.
         """
-        hash(id)  # an unhashable id fails here, before anything changes
+        key = id_key(id)  # an unhashable id fails here, before anything changes
         if timeout is not None and math.isinf(timeout):
             timeout = None
         while True:
             with self._lock:
-                slot = self._owner.get(id)
+                slot = self._owner.get(key)
                 if slot is not None:
                     # handed to this id's waiters, none of them awake yet: this caller sees it first
-                    first = id in self._handed
-                    self._claim(id)
+                    first = key in self._handed
+                    self._claim(key)
                     return slot, first
                 if self._free:
                     slot = self._free.popleft()
-                    self._owner[id] = slot
+                    self._own(key, id, slot)
                     return slot, True
-                want = self._wanted.setdefault(id, _Want())
+                want = self._wanted.setdefault(key, _Want(id))
                 waiter = _Waiter()
                 want.waiters.append(waiter)
             try:
@@ -243,11 +317,11 @@ class Slots:
             except BaseException as error:
                 with self._lock:
                     want.waiters.remove(waiter)
-                    if waiter.handed and isinstance(error, TimeoutError) and self._owner.get(id) == want.slot:
+                    if waiter.handed and isinstance(error, TimeoutError) and self._owner.get(key) == want.slot:
                         first = not want.claimed  # the slot came at the last moment: take it after all
-                        self._claim(id)
+                        self._claim(key)
                         return want.slot, first  # type: ignore[return-value]
-                    self._give_up(id, want)
+                    self._give_up(key, want)
                 if isinstance(error, TimeoutError):
                     raise PoolExhaustedError(
                         f"no free {self.what} in the pool of {self.size} for id {id!r} after {timeout:g} s; "
@@ -255,47 +329,53 @@ class Slots:
                 raise
             with self._lock:
                 want.waiters.remove(waiter)
-                if self._owner.get(id) == want.slot:  # else: released again before we woke; start over
+                if self._owner.get(key) == want.slot:  # else: released again before we woke; start over
                     first = not want.claimed
-                    self._claim(id)
+                    self._claim(key)
                     return want.slot, first  # type: ignore[return-value]
 
     def give_back(self, id: Hashable) -> int | None:
         """Free ``id``'s slot (handing it to the longest waiter); the slot, or None for an unknown id."""
+        key = id_key(id)
         with self._lock:
-            slot = self._owner.pop(id, None)
+            slot = self._owner.pop(key, None)
             if slot is not None:
-                self._handed.pop(id, None)
+                del self._ids[key]
+                self._handed.pop(key, None)
                 self._put(slot)
             return slot
 
-    def _claim(self, id: Hashable) -> None:
-        want = self._handed.pop(id, None)
+    def _own(self, key: Hashable, id: Hashable, slot: int) -> None:
+        self._owner[key], self._ids[key] = slot, id
+
+    def _claim(self, key: Hashable) -> None:
+        want = self._handed.pop(key, None)
         if want is not None:
             want.claimed = True
 
-    def _give_up(self, id: Hashable, want: _Want) -> None:
+    def _give_up(self, key: Hashable, want: _Want) -> None:
         """A waiter left without its slot; when it was the id's last, undo what it asked for."""
         if want.waiters:
             return
         if want.slot is None:
-            if self._wanted.get(id) is want:
-                del self._wanted[id]
-        elif not want.claimed and self._handed.get(id) is want:
+            if self._wanted.get(key) is want:
+                del self._wanted[key]
+        elif not want.claimed and self._handed.get(key) is want:
             # handed a slot that no caller of this id will ever see: give it to the next one
-            del self._handed[id]
-            del self._owner[id]
+            del self._handed[key]
+            del self._owner[key]
+            del self._ids[key]
             self._put(want.slot)
 
     def _put(self, slot: int) -> None:
         while self._wanted:
-            id = next(iter(self._wanted))
-            want = self._wanted.pop(id)
+            key = next(iter(self._wanted))
+            want = self._wanted.pop(key)
             if not want.waiters:
                 continue
             want.slot = slot
-            self._owner[id] = slot
-            self._handed[id] = want
+            self._own(key, want.id, slot)
+            self._handed[key] = want
             for waiter in want.waiters:
                 waiter.handed = True
                 waiter.wake()
@@ -313,14 +393,14 @@ class EnvHandle:
     Every other attribute is the environment's own; ``handle.env`` is the instance itself.
     """
 
-    def __init__(self, env: Any, id: Hashable) -> None:
-        self.env, self.id = env, id
+    def __init__(self, env: Any, id: Hashable, workers: Workers = _shared) -> None:
+        self.env, self.id, self.workers = env, id, workers
 
     async def step(self, *args: Any, **kwargs: Any) -> Any:
-        return await maybe_await(self.env.step, *args, **kwargs)
+        return await self.workers.maybe_await(self.env.step, *args, **kwargs)
 
     async def reset(self, *args: Any, **kwargs: Any) -> Any:
-        return await maybe_await(self.env.reset, *args, **kwargs)
+        return await self.workers.maybe_await(self.env.reset, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
@@ -347,6 +427,7 @@ class ResourcePool:
         self._envs: list[Any] = [None] * size
         self._gates = [_Gate() for _ in range(size)]
         self._used = [False] * size  # lent since its last reset
+        self.workers = Workers(min(size, MAX_THREADS), f"arena-pool-{getattr(env_cls, '__name__', 'env')}")
 
     @contextlib.asynccontextmanager
     async def lease(self, id: Hashable) -> AsyncIterator[EnvHandle]:
@@ -366,12 +447,12 @@ class ResourcePool:
                         continue  # released while we waited for the gate: take a slot anew
                     env = self._envs[slot]
                     if env is None:
-                        env = self._envs[slot] = await _make(self.env_cls)
+                        env = self._envs[slot] = await self._make()
                     elif new and self._used[slot] and callable(getattr(env, "reset", None)):
-                        await maybe_await(env.reset)  # a new id never gets what another id left behind
+                        await self.workers.maybe_await(env.reset)  # a new id never gets what another id left behind
                     self._used[slot] = True
                     lent = True
-                    yield EnvHandle(env, id), new
+                    yield EnvHandle(env, id, self.workers), new
                     return
             except BaseException:
                 # cancelled (or failed to make the env) before the id ever had it: nothing is kept
@@ -383,7 +464,9 @@ class ResourcePool:
         """Take an environment for ``id`` (waiting while none is free) and return it;
         with ``seed``, reset it with that seed first. If that fails (or is cancelled), a
         new id is left holding nothing. Step it through :meth:`call` or a stateful tool,
-        which keep one call per id at a time."""
+        which keep one call per id at a time. A bad seed raises ValueError (see
+        :func:`check_seed`) and takes nothing."""
+        seed = check_seed(seed)
         async with self._lease(id) as (env, new):
             if seed is not None:
                 try:
@@ -397,7 +480,7 @@ class ResourcePool:
                         # its reset did not finish: the env is not lent again, the next id gets a new one
                         dropped, self._envs[slot] = self._envs[slot], None
                         self._slots.give_back(id)
-                        await _close(dropped)
+                        await self._close(dropped)
                     raise
             return env
 
@@ -417,12 +500,12 @@ class ResourcePool:
             env = self._envs[slot]
             try:
                 if env is not None and callable(getattr(env, "reset", None)):
-                    await maybe_await(env.reset)
+                    await self.workers.maybe_await(env.reset)
                     self._used[slot] = False
             except BaseException:
                 # an env that cannot reset is not lent again: the next id gets a new one
                 self._envs[slot] = None
-                await _close(env)
+                await self._close(env)
                 raise
             finally:
                 self._slots.give_back(id)
@@ -438,24 +521,24 @@ class ResourcePool:
         envs, self._envs = self._envs, [None] * self.size
         for env in envs:
             if env is not None:
-                await _close(env)
+                await self._close(env)
+        self.workers.shutdown()
 
     def __repr__(self) -> str:
         return f"<ResourcePool {getattr(self.env_cls, '__name__', self.env_cls)!r} {self.monitor()}>"
 
 
-async def _make(env_cls: Callable[[], Any]) -> Any:
-    env = await run_in_thread(env_cls)  # making one (a process, a container) may take a while
-    if _is_gym_env(env):
-        await run_in_thread(env.reset)
-    return env
+    async def _make(self) -> Any:
+        env = await self.workers.run(self.env_cls)  # making one (a process, a container) may take a while
+        if _is_gym_env(env):
+            await self.workers.run(env.reset)
+        return env
 
-
-async def _close(env: Any) -> None:
-    close = getattr(env, "aclose", None) or getattr(env, "close", None)
-    if callable(close):
-        with contextlib.suppress(Exception):
-            await maybe_await(close)
+    async def _close(self, env: Any) -> None:
+        close = getattr(env, "aclose", None) or getattr(env, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                await self.workers.maybe_await(close)
 
 
 def _is_gym_env(env: Any) -> bool:
