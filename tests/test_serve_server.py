@@ -340,9 +340,9 @@ def test_arena_serve_cli_binds_loopback_and_stops_cleanly_on_sigterm(tmp_path):
     assert "drained: every call in flight was answered" in output and "Finished server process" in output
 
 
-def test_the_readme_rollout_runs_against_the_server():
-    """The README's TRL-style rollout, with a scripted "model" writing OpenAI tool calls."""
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+def test_the_serving_guide_rollout_runs_against_the_server():
+    """The serving guide's TRL-style rollout, with a scripted "model" writing OpenAI tool calls."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "docs", "guide", "serving.md")).read()
     start = readme.index("import asyncio, json\nfrom openenv.core import GenericEnvClient")
     code = readme[start:readme.index("```", start)]
     namespace: dict = {}
@@ -356,7 +356,7 @@ def test_the_readme_rollout_runs_against_the_server():
              "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
     with running(make_app("foraging", max_sessions=4, max_ticks=20)) as url:
-        exec(compile(code.replace("http://127.0.0.1:8000", url), "README.md", "exec"), namespace)
+        exec(compile(code.replace("http://127.0.0.1:8000", url), "serving.md", "exec"), namespace)
         groups = asyncio.run(namespace["group"](generate, seed=4, size=2))
     for messages, total in groups:
         assert len(messages) == 1 + 3 * 20  # the opening observation, then per tick a reply, its call's result
