@@ -137,7 +137,8 @@ def test_the_launcher_fails_clearly_on_a_file_that_is_no_model(tmp_path):
         LlamaServer(bogus, startup_timeout=120).start()
 
 
-def test_the_launcher_command_serves_until_interrupted(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_launcher_command_serves_until_interrupted(stop):
     from arena_envs.llm.llama_server import free_port
 
     port = free_port()
@@ -150,6 +151,19 @@ def test_the_launcher_command_serves_until_interrupted(tmp_path):
         models = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused").models.list()
         assert {m.id for m in models.data} == {"smollm2", "smollm2-tools"}
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         process.wait(timeout=30)
     assert process.returncode == 0
+    with pytest.raises(openai.APIConnectionError):  # the server went with it
+        openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0).models.list()
+
+
+def test_the_docs_evaluation_script_writes_its_table(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "docs" / "real_model_eval.py"
+    done = subprocess.run([sys.executable, str(script), "--episodes", "1", "--max-turns", "1", "--max-tokens", "16",
+                           "--scenarios", "TreasureHunt-v0", "--formats", "hermes", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| TreasureHunt-v0 | hermes | 1 |")]
+    assert len(rows) == 2  # printed as it came, then in the table
+    assert (tmp_path / "TreasureHunt-v0-hermes" / "results.jsonl").exists()

@@ -145,7 +145,7 @@ class LlamaServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.terminate()  # uvicorn's graceful stop (SIGINT may come ignored from a shell)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llama_server: {error}", file=sys.stderr)
         return 2
     print(f"serving {', '.join(server.models)} at {server.base_url} (Ctrl-C stops)", flush=True)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts background jobs with it ignored
+        signal.signal(signum, _interrupt)
     try:
         assert server.process is not None
         server.process.wait()
@@ -186,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
