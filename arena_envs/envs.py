@@ -14,6 +14,7 @@ put around the env.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch, Rules, reset_mask, row, world_seeds
 from arena_envs.crafting import Crafting
 from arena_envs.foraging import Foraging
-from arena_envs.names import find
+from arena_envs.names import find, registered_id  # noqa: F401  (registered_id: its old home)
 from arena_envs.render import MAP_PIXELS, RENDER_FPS, RENDER_MODES, Renderer, Scene, render_frame, text_map, tile
 from arena_envs.scenes import CraftingScene, TeamCaptureScene
 from arena_envs.team_capture import make_scenario as team_capture
@@ -219,12 +220,6 @@ class ArenaVectorEnv(VectorEnv):
 
 # -- registration: one factory for every scenario ---------------------------------------------
 
-def registered_id(name: str) -> str:
-    """The Gymnasium id for any spelling of a scenario (:mod:`arena_envs.names`); another name as it is."""
-    scenario = find(name)
-    return scenario.env_id if scenario else name
-
-
 def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:
     """``gym.make``'s entry point for every 2D scenario (``scenario`` comes from the registration)."""
     return ArenaEnv(scenario, **kwargs)
@@ -237,5 +232,10 @@ def make_vector_env(num_envs: int = 1, scenario: str = "foraging", num_workers: 
     if num_workers != 1:
         from arena_envs.sharded import ShardedVectorEnv
 
-        return ShardedVectorEnv(num_envs, num_workers, scenario=scenario, **kwargs)
+        return ShardedVectorEnv(num_envs, num_workers, make_native=functools.partial(_native_batch, scenario, kwargs))
+    return ArenaVectorEnv(num_envs, scenario, **kwargs)
+
+
+def _native_batch(scenario: str | Rules, kwargs: dict[str, Any], num_envs: int) -> ArenaVectorEnv:
+    """One shard's batch of a sharded ``make_vector_env`` (a module-level function: it pickles)."""
     return ArenaVectorEnv(num_envs, scenario, **kwargs)

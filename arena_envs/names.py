@@ -86,6 +86,12 @@ def find(name: str) -> Scenario | None:
     return scenario if scenario is not None and version in (None, VERSION) else None
 
 
+def registered_id(name: str) -> str:
+    """The Gymnasium id for any spelling of a scenario; another name as it is."""
+    scenario = find(name)
+    return scenario.env_id if scenario else name
+
+
 def suggestion(name: str, candidates: list[str]) -> str | None:
     """The candidate closest to ``name`` (case-insensitive), or None when none is close."""
     lowered = {c.lower(): c for c in candidates}

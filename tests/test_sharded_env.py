@@ -467,7 +467,7 @@ def test_messages_read_straight_off_the_pipe_are_whole():
     """A step's messages are read with one system call; longer ones (pickled commands and
     replies, also over 16 KiB, which Connection writes in two parts) still arrive whole and in
     order, and a closed pipe reads as EOFError."""
-    from arena_envs.sharded import _framed, _read_message
+    from arena_envs.shard_worker import _framed, _read_message
 
     reader, writer = mp.Pipe(duplex=False)
     big = bytes(range(256)) * 100  # 25,600 bytes

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,35 @@ def load_config(env: str, path: str | Path | None = None) -> dict[str, Any]:
 
 # -- overrides from the command line (--set KEY=VALUE) -------------------------------------------
 
+
+# the trainer's section, here (ppo.py imports it) so that checking --set keys loads no torch
+@dataclass
+class PPOConfig:
+    """The ``ppo:`` section of a config (names as in SB3's PPO where it has them)."""
+
+    n_steps: int = 32  # rollout length per world before each update
+    batch_size: int = 8192  # minibatch size (rows of the rollout)
+    n_epochs: int = 4
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True  # down to 0 linearly over the run
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None  # stop an update's epochs early past this KL
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> PPOConfig:
+        section = dict(config.get("ppo") or {})
+        unknown = set(section) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown keys in the ppo section: {sorted(unknown)} "
+                             f"(known: {sorted(cls.__dataclass_fields__)})")
+        return cls(**section)
+
+
 # the keys a config may have besides its sections, and what the trainers read from each section
 RUN_KEYS = ("algo", "env_id", "n_envs", "num_workers", "timesteps", "seed", "torch_threads", "normalize_reward",
             "checkpoint_every", "eval_every", "eval_episodes", "policy", "capture_video")
@@ -102,8 +132,6 @@ def known_keys(config: dict[str, Any], algo: str) -> list[str]:
     import inspect
 
     from stable_baselines3 import PPO
-
-    from arena_envs.training.ppo import PPOConfig
 
     ppo_keys = (list(PPOConfig.__dataclass_fields__) if algo == "ppo"
                 else [p for p in inspect.signature(PPO.__init__).parameters if p not in ("self", "policy", "env")])

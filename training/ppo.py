@@ -30,7 +30,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,37 +39,18 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from arena_envs.sharded import ShardedVectorEnv, make_native_env
-from arena_envs.training.common import ModelAgent, agent_factory, is_team, play, score_text, set_torch_threads
+from arena_envs.training.common import (
+    ModelAgent,
+    PPOConfig,
+    agent_factory,
+    is_team,
+    play,
+    score_text,
+    set_torch_threads,
+)
 from arena_envs.wrappers.flatten import FlatEncoding, FlatVectorEnv
 
 # -- 1. hyperparameters ----------------------------------------------------------------------
-
-
-@dataclass
-class PPOConfig:
-    """The ``ppo:`` section of a config (names as in SB3's PPO where it has them)."""
-
-    n_steps: int = 32  # rollout length per world before each update
-    batch_size: int = 8192  # minibatch size (rows of the rollout)
-    n_epochs: int = 4
-    learning_rate: float = 1e-3
-    anneal_lr: bool = True  # down to 0 linearly over the run
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    target_kl: float | None = None  # stop an update's epochs early past this KL
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> PPOConfig:
-        section = dict(config.get("ppo") or {})
-        unknown = set(section) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown keys in the ppo section: {sorted(unknown)} "
-                             f"(known: {sorted(cls.__dataclass_fields__)})")
-        return cls(**section)
 
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}

@@ -2,7 +2,7 @@
 
 Everything the prompt states comes from the run: the turn budget from ``max_turns`` (and the
 scenario's own limit), the call syntax from the run's call format (one syntax throughout,
-the same one :func:`~arena_envs.llm.parsers.format_reply` writes and a strict parse accepts),
+the same one :func:`~arena_envs.llm.formats.format_reply` writes and a strict parse accepts),
 what a reply without a call does from the environment's own rule, and the tool list
 whenever the tools are not passed to the server natively.
 """

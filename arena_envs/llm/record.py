@@ -20,7 +20,7 @@ from arena_envs.wrappers.record import EpisodeFile, Tape, WorldReader, jsonable
 
 
 class RecordingBackend:
-    """A chat :class:`~arena_envs.llm.chat.Backend` that records its episodes (see the module docstring)."""
+    """A chat :class:`~arena_envs.llm.backends.Backend` that records its episodes (see the module docstring)."""
 
     def __init__(self, backend: Any, episodes: EpisodeFile, env_id: str):
         self.inner, self.episodes, self.env_id = backend, episodes, env_id

@@ -29,17 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from arena_envs.llm.chat import (
-    ChatOptions,
-    ChatSession,
-    ChatStep,
-    Tick,
-    _error,
-    _gather,
-    _rounded,
-    observation_text,
-    universal_schemas,
-)
+from arena_envs.llm.backends import Tick, _rounded, observation_text, universal_schemas
+from arena_envs.llm.chat import ChatOptions, ChatSession, ChatStep, _error, _gather
 
 Controller = Callable[[Mapping[str, Mapping[str, np.ndarray]]], Mapping[str, Any]]
 

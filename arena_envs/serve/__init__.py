@@ -34,7 +34,7 @@ __all__ = [  # noqa: F822 - imported on first use, see __getattr__
 
 _HOMES = {"make_app": "app", "serve": "app", "Limits": "guard", "ArenaAction": "models",
           "ArenaObservation": "models", "ArenaState": "models", "SCENARIOS": "sessions", "ArenaSession": "sessions",
-          "SessionError": "sessions", "SessionHub": "sessions", "make_hub": "sessions"}
+          "SessionError": "sessions", "SessionHub": "sessions", "make_hub": "hubs"}
 
 
 def __getattr__(name: str) -> object:

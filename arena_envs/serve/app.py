@@ -29,8 +29,9 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .guard import Guard, GuardMonitor, Limits
+from .hubs import make_hub
 from .models import ArenaAction, ArenaObservation, ArenaState
-from .sessions import HTTP_WORLDS, SessionError, SessionHub, make_hub
+from .sessions import HTTP_WORLDS, SessionError, SessionHub
 
 logger = logging.getLogger("uvicorn.error")  # uvicorn's own log, so its settings apply
 

@@ -9,7 +9,9 @@ Here every such object is a thin handle on a :class:`SessionHub`, which owns the
 * Treasure Hunt: one ``TreasureHuntEnv`` per session. Its episode is Python objects (a
   tree of dicts and strings), not arrays, and its "vector env" is a loop over episodes, so
   batching would save nothing and would only make sessions wait for each other.
-* Team Capture: one session drives a whole team (see :class:`TeamHub`).
+* Team Capture: one session drives a whole team (see :class:`~arena_envs.serve.team.TeamHub`).
+
+:func:`~arena_envs.serve.hubs.make_hub` picks the hub for a scenario name.
 
 A session is known to the hub by an unguessable token (``secrets.token_urlsafe``) that is
 checked on every call; a handle whose token the hub no longer holds (closed, reclaimed)
@@ -472,15 +474,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def make_hub(scenario: str, max_sessions: int = 64, **env_kwargs: Any) -> SessionHub:
-    """The hub serving ``scenario`` (a name of :data:`SCENARIOS`) to ``max_sessions`` sessions."""
-    scenario = scenario_name(scenario)
-    if scenario == "treasure_hunt":
-        return TreasureHuntHub(max_sessions, **env_kwargs)
-    if scenario == "team_capture":
-        from .team import TeamHub
-
-        return TeamHub(max_sessions, **env_kwargs)
-    return PoolHub(scenario, max_sessions, **env_kwargs)

@@ -15,7 +15,7 @@ from .agent import BaseAgent
 from .decision import Decision, parse_decision
 from .errors import ErrorCode, ToolCallError
 from .function_tools import BaseTool, FunctionTool, tool
-from .pool import ArenaHandle, PoolStep, ToolPool
+from .pool import ArenaHandle, PoolStep, StatefulToolPool, ToolPool, make_pool
 from .registry import (
     TOOL_NAMES,
     UNIVERSAL_TOOLS,
@@ -25,7 +25,7 @@ from .registry import (
     tool_schemas,
     validate_params,
 )
-from .resource_pool import EnvHandle, PoolExhaustedError, ResourcePool, StatefulToolPool, make_pool
+from .resource_pool import EnvHandle, PoolExhaustedError, ResourcePool
 from .sandbox import PythonSandboxEnv, SandboxUnavailable
 
 __all__ = [

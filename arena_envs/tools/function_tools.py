@@ -194,7 +194,8 @@ class BaseTool:
             raise TypeError(f"{self.name} is not a stateful tool: it has no pool")
         box = self._pool_box
         if box[0] is None:
-            from .resource_pool import DEFAULT_POOL_SIZE, make_pool
+            from .pool import make_pool
+            from .resource_pool import DEFAULT_POOL_SIZE
 
             box[0] = make_pool(self.env_cls, self.pool_size or DEFAULT_POOL_SIZE)
         return box[0]

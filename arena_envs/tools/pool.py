@@ -20,7 +20,8 @@ flight, so a world never changes hands under a call. The pool is bound to no eve
 ``ToolPool`` is for the arena's 2D scenarios. Given anything else, an environment class
 (``ToolPool(PythonSandboxEnv)``), another Gymnasium env id or a stateful tool
 (``ToolPool(code_interpreter)``), it returns the generic pool for it (see
-:mod:`arena_envs.tools.resource_pool`), with the same ``acquire``/``call``/``release``/``monitor``.
+:mod:`arena_envs.tools.resource_pool`), with the same ``acquire``/``call``/``release``/``monitor``:
+:func:`make_pool` picks it, a :class:`StatefulToolPool` for a stateful tool.
 """
 
 from __future__ import annotations
@@ -38,7 +39,15 @@ import numpy as np
 from arena_envs.batch import Batch
 from arena_envs.observations import Observation
 from arena_envs.tools.errors import ToolCallError
-from arena_envs.tools.resource_pool import PoolExhaustedError, Slots, arena_scenario, check_seed, make_pool
+from arena_envs.tools.resource_pool import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_TIMEOUT,
+    PoolExhaustedError,
+    ResourcePool,
+    Slots,
+    arena_scenario,
+    check_seed,
+)
 from arena_envs.tools.session import ToolSession
 from arena_envs.world import NO_TOOL, OK, ToolActions, WorldState
 
@@ -474,3 +483,91 @@ def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """One dict per row from equal-length columns: ``{"a": [1, 2]}`` gives ``[{"a": 1}, {"a": 2}]``
     (built by ``map`` rather than a comprehension: this runs for every call of a batch)."""
     return list(map(dict, map(zip, repeat(tuple(columns)), zip(*columns.values(), strict=True))))
+
+
+# --- which pool for which env_cls -------------------------------------------------------------
+
+
+def make_pool(env_cls: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+              **env_kwargs: Any) -> Any:
+    """The pool for ``env_cls``: a batched ``ToolPool`` for an arena scenario, a
+    :class:`ResourcePool` for anything else (a Gymnasium env id is made with ``gym.make``),
+    a :class:`StatefulToolPool` for a stateful tool."""
+    if _is_tool(env_cls):
+        if env_kwargs:
+            raise TypeError(f"a tool brings its own env_cls; these arguments have nowhere to go: {sorted(env_kwargs)}")
+        return StatefulToolPool(env_cls, size, timeout)
+    size = DEFAULT_POOL_SIZE if size is None else size
+    if arena_scenario(env_cls) is not None:
+        return ToolPool(env_cls, size=size, timeout=timeout, **env_kwargs)
+    if isinstance(env_cls, str):
+        import gymnasium as gym
+
+        if env_cls not in gym.envs.registration.registry:
+            raise ValueError(f"unknown env id {env_cls!r}: not registered with Gymnasium "
+                             f"(a stateful tool's env_cls is an env id or a class)")
+        return ResourcePool(lambda: gym.make(env_cls, **env_kwargs), size, timeout)
+    if not callable(env_cls):
+        raise TypeError(f"expected an environment class, a factory, an env id or a stateful tool, got {env_cls!r}")
+    if env_kwargs:
+        factory = env_cls
+        return ResourcePool(lambda: factory(**env_kwargs), size, timeout)
+    return ResourcePool(env_cls, size, timeout)
+
+
+class StatefulToolPool:
+    """A stateful tool on a pool of its own (what ``ToolPool(code_interpreter)`` gives):
+    ``await pool.call({"code": "print(1)"}, id="a")`` runs the tool in ``a``'s environment.
+
+    The arguments are a dict (or a Decision / tool call naming this tool). ``acquire``,
+    ``release``, ``lease`` and ``monitor`` are those of the environments' pool, :attr:`envs`.
+    """
+
+    def __init__(self, tool: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        if not tool.stateful:
+            raise TypeError(f"{tool.name} is not a stateful tool: call it directly, it needs no pool")
+        self.tool = tool
+        self.envs = make_pool(tool.env_cls, size or tool.pool_size or DEFAULT_POOL_SIZE, timeout)
+        self.size = self.envs.size
+
+    async def call(self, arguments: Any, id: Hashable) -> Any:
+        """Run the tool with ``arguments`` in ``id``'s environment (taking one for a new id)."""
+        arguments = self._arguments(arguments)
+        return await self.tool._run_in(self.envs, id, (), arguments)
+
+    async def acquire(self, id: Hashable, seed: int | None = None) -> Any:
+        return await self.envs.acquire(id, seed=seed)
+
+    async def release(self, id: Hashable) -> None:
+        await self.envs.release(id)
+
+    def lease(self, id: Hashable) -> Any:
+        return self.envs.lease(id)
+
+    def monitor(self) -> dict[str, Any]:
+        return self.envs.monitor()
+
+    def _arguments(self, arguments: Any) -> dict[str, Any]:
+        from .decision import Decision, parse_decision
+        from .errors import ToolCallError
+
+        if not isinstance(arguments, dict):
+            decision = arguments if isinstance(arguments, Decision) else parse_decision(arguments)
+            if decision.tool != self.tool.name:
+                raise ToolCallError(f"this pool runs the tool {self.tool.name!r}, the call names {decision.tool!r}",
+                                    code="NOT_FOUND", field="tool")
+            arguments = decision.params
+        for reserved in ("env", "id"):
+            if reserved in arguments:
+                raise ToolCallError(f"{self.tool.name}: unexpected argument {reserved!r}", field=reserved)
+        return arguments
+
+    def __repr__(self) -> str:
+        return f"<StatefulToolPool {self.tool.name!r} {self.monitor()}>"
+
+
+def _is_tool(env_cls: Any) -> bool:
+    """Whether ``env_cls`` is a tool (a :class:`~arena_envs.tools.function_tools.BaseTool`), known by
+    the method its pool runs it with: function_tools makes its tools' pools here, so this module
+    does not import it."""
+    return not isinstance(env_cls, type) and callable(getattr(env_cls, "_run_in", None))

@@ -21,9 +21,10 @@ The rules every pool here follows:
 * nothing is bound to an event loop: a pool can be used from one loop, then another
   (``asyncio.run`` twice), or from several threads.
 
-:func:`make_pool` picks the pool for an ``env_cls``: an arena scenario (its env id or env
-class) gets a :class:`~arena_envs.tools.pool.ToolPool`, whose calls from many ids advance
-in one batched numpy step; anything else gets a :class:`ResourcePool`.
+:func:`~arena_envs.tools.pool.make_pool` picks the pool for an ``env_cls``: an arena scenario (its
+env id or env class, :func:`arena_scenario`) gets a :class:`~arena_envs.tools.pool.ToolPool`,
+whose calls from many ids advance in one batched numpy step; anything else gets a
+:class:`ResourcePool`.
 """
 
 from __future__ import annotations
@@ -578,85 +579,3 @@ def arena_scenario(env_cls: Any) -> tuple[str, dict[str, Any], str] | None:
     if name not in SCENARIOS or SCENARIOS[name].multi_agent:
         return None
     return name, kwargs, env_id
-
-
-def make_pool(env_cls: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-              **env_kwargs: Any) -> Any:
-    """The pool for ``env_cls``: a batched ``ToolPool`` for an arena scenario, a
-    :class:`ResourcePool` for anything else (a Gymnasium env id is made with ``gym.make``),
-    a :class:`StatefulToolPool` for a stateful tool."""
-    from .function_tools import BaseTool
-
-    if isinstance(env_cls, BaseTool):
-        if env_kwargs:
-            raise TypeError(f"a tool brings its own env_cls; these arguments have nowhere to go: {sorted(env_kwargs)}")
-        return StatefulToolPool(env_cls, size, timeout)
-    size = DEFAULT_POOL_SIZE if size is None else size
-    if arena_scenario(env_cls) is not None:
-        from .pool import ToolPool
-
-        return ToolPool(env_cls, size=size, timeout=timeout, **env_kwargs)
-    if isinstance(env_cls, str):
-        import gymnasium as gym
-
-        if env_cls not in gym.envs.registration.registry:
-            raise ValueError(f"unknown env id {env_cls!r}: not registered with Gymnasium "
-                             f"(a stateful tool's env_cls is an env id or a class)")
-        return ResourcePool(lambda: gym.make(env_cls, **env_kwargs), size, timeout)
-    if not callable(env_cls):
-        raise TypeError(f"expected an environment class, a factory, an env id or a stateful tool, got {env_cls!r}")
-    if env_kwargs:
-        factory = env_cls
-        return ResourcePool(lambda: factory(**env_kwargs), size, timeout)
-    return ResourcePool(env_cls, size, timeout)
-
-
-class StatefulToolPool:
-    """A stateful tool on a pool of its own (what ``ToolPool(code_interpreter)`` gives):
-    ``await pool.call({"code": "print(1)"}, id="a")`` runs the tool in ``a``'s environment.
-
-    The arguments are a dict (or a Decision / tool call naming this tool). ``acquire``,
-    ``release``, ``lease`` and ``monitor`` are those of the environments' pool, :attr:`envs`.
-    """
-
-    def __init__(self, tool: Any, size: int | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
-        if not tool.stateful:
-            raise TypeError(f"{tool.name} is not a stateful tool: call it directly, it needs no pool")
-        self.tool = tool
-        self.envs = make_pool(tool.env_cls, size or tool.pool_size or DEFAULT_POOL_SIZE, timeout)
-        self.size = self.envs.size
-
-    async def call(self, arguments: Any, id: Hashable) -> Any:
-        """Run the tool with ``arguments`` in ``id``'s environment (taking one for a new id)."""
-        arguments = self._arguments(arguments)
-        return await self.tool._run_in(self.envs, id, (), arguments)
-
-    async def acquire(self, id: Hashable, seed: int | None = None) -> Any:
-        return await self.envs.acquire(id, seed=seed)
-
-    async def release(self, id: Hashable) -> None:
-        await self.envs.release(id)
-
-    def lease(self, id: Hashable) -> Any:
-        return self.envs.lease(id)
-
-    def monitor(self) -> dict[str, Any]:
-        return self.envs.monitor()
-
-    def _arguments(self, arguments: Any) -> dict[str, Any]:
-        from .decision import Decision, parse_decision
-        from .errors import ToolCallError
-
-        if not isinstance(arguments, dict):
-            decision = arguments if isinstance(arguments, Decision) else parse_decision(arguments)
-            if decision.tool != self.tool.name:
-                raise ToolCallError(f"this pool runs the tool {self.tool.name!r}, the call names {decision.tool!r}",
-                                    code="NOT_FOUND", field="tool")
-            arguments = decision.params
-        for reserved in ("env", "id"):
-            if reserved in arguments:
-                raise ToolCallError(f"{self.tool.name}: unexpected argument {reserved!r}", field=reserved)
-        return arguments
-
-    def __repr__(self) -> str:
-        return f"<StatefulToolPool {self.tool.name!r} {self.monitor()}>"
