@@ -273,13 +273,28 @@ def test_no_server_listening_fails_every_episode_with_one_clear_line_and_exit_1(
     assert totals["error_classes"] == {"connection": 3}
 
 
-def test_a_wrong_model_name_is_not_found_not_retried(server, tmp_path, capsys):
+def test_a_wrong_model_name_is_refused_before_the_run_or_not_found_without_retries(server, tmp_path, capsys):
+    # a server that lists its models: refused at once, one line, nothing written
     status = main([HUNT, "--base-url", server.base_url, "--model", "gpt-17", "--episodes", "2", "--quiet",
-                   "--out", str(tmp_path)])
+                   "--out", str(tmp_path / "listed")])
+    assert status == 2 and not (tmp_path / "listed").exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "does not serve 'gpt-17'" in line and "scripted-hermes" in line
+
+    # a server that lists none answers 404 per request: classified, never retried
+    async def not_found(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "The model `gpt-17` does not exist", "code": "model_not_found",
+                                            "type": "invalid_request_error"}}, status=404)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", not_found)
+    with serve(app) as url:
+        status = main([HUNT, "--base-url", url, "--model", "gpt-17", "--episodes", "2", "--quiet",
+                       "--out", str(tmp_path / "unlisted")])
     assert status == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "(not_found)" in line and "404" in line and "'gpt-17' a model the server serves" in line
-    _, results, _ = read_run(tmp_path)
+    _, results, _ = read_run(tmp_path / "unlisted")
     assert all(r["error_class"] == "not_found" and r["retries"] == 0 for r in results)
 
 
