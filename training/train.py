@@ -6,6 +6,8 @@
     arena-train Foraging-v0 --out runs/foraging --resume    # continue from the last checkpoint
     arena-train team_capture_v0 --out runs/team_capture   # self-play: one policy plays every agent
     arena-train Foraging-v0 --algo sb3-ppo --vec dummy --timesteps 300000 --out runs/dummy   # speed reference
+    arena-train TreasureHunt-v0 --algo sft --model DIR --gguf-file F.gguf --out runs/sft  # an LLM (training/llm_*.py)
+    arena-train TreasureHunt-v0 --algo grpo --model runs/sft --out runs/grpo             # ... then GRPO through TRL
 
 ``--algo ppo`` (the default) is the lean CleanRL-style PPO of :mod:`arena_envs.training.ppo`,
 configured by ``training/configs/ppo/<scenario>.yaml``; ``--algo sb3-ppo`` is
@@ -115,7 +117,8 @@ class WallClockLimit(BaseCallback):
         return time.monotonic() < self.deadline
 
 
-ALGOS = ("ppo", "sb3-ppo")
+ALGOS = ("ppo", "sb3-ppo", "sft", "grpo")
+LLM_ALGOS = ("sft", "grpo")  # a language model on a chat environment: their own flags (training/llm_common.py)
 
 
 def algo_config(env: str, algo: str) -> Path:
@@ -139,7 +142,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("env", help="env id, e.g. Foraging-v0 or arena_envs/Foraging-v0")
     parser.add_argument("--algo", choices=ALGOS,
                         help="ppo: the lean PPO (the default); sb3-ppo: Stable-Baselines3's (the default for a "
-                             "--config or a resumed run without an algo key: configs written before the lean PPO)")
+                             "--config or a resumed run without an algo key: configs written before the lean PPO); "
+                             "sft, grpo: a language model (arena-train ENV --algo grpo --help)")
     parser.add_argument("--timesteps", type=int, help="total env steps (default: the config's)")
     parser.add_argument("--n-envs", type=int, help="worlds in the batch (default: the config's)")
     parser.add_argument("--seed", type=int, help="seed of the run: world i of the batch starts from seed + i")
@@ -156,8 +160,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def train_llm(argv: list[str] | None) -> Path:
+    """``--algo sft|grpo``: a language model on a chat environment (training/llm_sft.py, llm_grpo.py)."""
+    from importlib import import_module
+
+    from arena_envs.training import llm_common
+
+    args = llm_common.parse_args(argv)
+    config, out, checkpoint = llm_common.prepare_run(args)
+    model = import_module(f"arena_envs.training.llm_{config['algo']}").train(config, out, checkpoint)
+    print(f"wrote {out} (the trained model: {model})")
+    return out
+
+
 def train(argv: list[str] | None = None) -> Path:
     """Run ``arena-train`` with these arguments; the run directory."""
+    algo = argparse.ArgumentParser(add_help=False)
+    algo.add_argument("--algo")
+    if algo.parse_known_args(argv)[0].algo in LLM_ALGOS:
+        return train_llm(argv)
     args = parse_args(argv)
 
     # 1. the config: the scenario's YAML, the flags on top; a resumed run keeps its own
