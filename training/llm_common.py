@@ -90,9 +90,7 @@ def load_model(model: str, gguf_file: str | None = None, *, dtype: str = "float3
         raise ModelLoadError(f"cannot load {model!r}: {reason}") from None
     if gguf_file is not None:
         # the weights are plain tensors now: forget the GGUF "quantizer", so the model trains and saves
-        network.hf_quantizer = None
-        if hasattr(network.config, "quantization_config"):
-            del network.config.quantization_config
+        network.hf_quantizer.remove_quantization_config(network)
         if cached is not None:
             save_model(network, tokenizer, cached)
     if tokenizer.pad_token_id is None:
@@ -294,17 +292,13 @@ def parse_args(argv: list[str] | None):
 
 
 def env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    """``["difficulty=easy", "max_steps=20"]`` -> ``{"difficulty": "easy", "max_steps": 20}``."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"arena-train: --env-arg needs KEY=VALUE, got {pair!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    return kwargs
+    """``["difficulty=easy"]`` -> ``{"difficulty": "easy"}`` (JSON values), as arena-agent reads them."""
+    from arena_envs.llm.cli import env_kwargs as read_pairs
+
+    try:
+        return read_pairs(pairs)
+    except SystemExit as error:
+        raise SystemExit(str(error.code).replace("arena-agent", "arena-train")) from None
 
 
 def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
@@ -352,7 +346,10 @@ def trainer_arguments(config: dict[str, Any], out: Path) -> dict[str, Any]:
     return {"output_dir": str(out / "checkpoints"), "max_steps": config["max_steps"],
             "learning_rate": config["learning_rate"], "logging_steps": 1, "save_steps": config["save_steps"],
             "save_strategy": "steps", "report_to": "none", "use_cpu": True, "seed": config["seed"],
-            "disable_tqdm": True, "dataloader_num_workers": 0, "save_only_model": False}
+            "disable_tqdm": True, "dataloader_num_workers": 0, "save_only_model": False,
+            # float32 throughout: TRL turns bf16 autocast on by default, and then the policy trained
+            # is not the one whose log-probabilities the rollout recorded
+            "bf16": False, "fp16": False}
 
 
 def run_callbacks(out: Path) -> list:

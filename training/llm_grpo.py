@@ -76,9 +76,14 @@ def generate(model, tokenizer, contexts: list[list[int]], max_new_tokens: int,
     pad = tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts])
     attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
-    out = model.generate(input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=temperature,
-                         top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad,
-                         eos_token_id=tokenizer.eos_token_id, output_logits=True, return_dict_in_generate=True)
+    training = model.training
+    model.eval()  # no dropout while sampling: the log-probabilities are the policy's own
+    try:
+        out = model.generate(input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=temperature,
+                             top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad,
+                             eos_token_id=tokenizer.eos_token_id, output_logits=True, return_dict_in_generate=True)
+    finally:
+        model.train(training)
     new = out.sequences[:, width:]
     logps = torch.log_softmax(torch.stack(out.logits, dim=1).float() / temperature, dim=-1)
     logps = logps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
@@ -106,17 +111,22 @@ class ChatRollout:
         return self.batches[size]
 
     def __call__(self, prompts: list[Any], trainer) -> dict[str, list]:
+        """TRL's contract: one completion per prompt, with its prompt ids, logprobs and (extra) env_mask."""
+        episodes = self.play(trainer.accelerator.unwrap_model(trainer.model), [prompt_seed(p) for p in prompts])
+        return {"prompt_ids": [e["prompt_ids"] for e in episodes],
+                "completion_ids": [e["completion_ids"] for e in episodes],
+                "logprobs": [e["logprobs"] for e in episodes], "env_mask": [e["env_mask"] for e in episodes],
+                "arena_reward": [e["reward"] for e in episodes]}
+
+    def play(self, model, seeds: list[int]) -> list[dict[str, Any]]:
+        """One episode per seed, all stepped together; each a dict of its ids, masks, reward and transcript."""
         started = time.perf_counter()
         config, tokenizer = self.config, self.tokenizer
-        model = trainer.accelerator.unwrap_model(trainer.model) if trainer is not None else None
-        seeds = [prompt_seed(p) for p in prompts]
         batch = self.chat_batch(len(seeds))
         openings = batch.reset(seeds)
-        prompt_ids = [encode(tokenizer, render(tokenizer, messages, add_generation_prompt=True))
-                      for messages, _tools in openings]
-        episodes = [{"seed": seed, "prompt_ids": ids, "completion_ids": [], "env_mask": [], "logprobs": [],
-                     "generated": [], "readable": [], "cut": False}
-                    for seed, ids in zip(seeds, prompt_ids, strict=True)]
+        episodes = [{"seed": seed, "prompt_ids": encode(tokenizer, render(tokenizer, messages, True)),
+                     "completion_ids": [], "env_mask": [], "logprobs": [], "generated": [], "readable": [],
+                     "cut": False} for seed, (messages, _tools) in zip(seeds, openings, strict=True)]
         sessions = batch.sessions
         while True:
             live = [i for i, s in enumerate(sessions) if not s.done and not episodes[i]["cut"]]
@@ -158,9 +168,7 @@ class ChatRollout:
         generated = sum(sum(e["env_mask"]) for e in episodes)
         self.stats = {"rollout_seconds": seconds, "tokens_per_s": generated / max(seconds, 1e-9)}
         self.episodes = episodes
-        return {"prompt_ids": prompt_ids, "completion_ids": [e["completion_ids"] for e in episodes],
-                "logprobs": [e["logprobs"] for e in episodes], "env_mask": [e["env_mask"] for e in episodes],
-                "arena_reward": [e["reward"] for e in episodes]}
+        return episodes
 
     def close(self) -> None:
         for batch in self.batches.values():
