@@ -18,13 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-pytest.importorskip("trl")
-import torch  # noqa: E402
-
-from arena_envs.llm.llama_server import smollm2_gguf  # noqa: E402
-from arena_envs.training.llm_common import IGNORE, continuation, sft_example  # noqa: E402
-from arena_envs.training.train import main  # noqa: E402
+from arena_envs.llm.llama_server import smollm2_gguf
+from arena_envs.training.llm_common import IGNORE, continuation, sft_example
+from arena_envs.training.train import main
 
 HUNT = ["TreasureHunt-v0", "--env-arg", "difficulty=easy", "--threads", "2"]
 GROUP = 2
