@@ -8,6 +8,8 @@
     arena-train TeamCapture-v0 --set ppo.learning_rate=1e-3 --num-envs 128 --capture-video   # overrides, GIFs
     arena-train --list                                      # the scenarios and their configs, the other configs
     arena-train Foraging-v0 --algo sb3-ppo --vec dummy --timesteps 300000 --out runs/dummy   # speed reference
+    arena-train TreasureHunt-v0 --algo sft --model DIR --gguf-file F.gguf --out runs/sft  # an LLM (training/llm_*.py)
+    arena-train TreasureHunt-v0 --algo grpo --model runs/sft --out runs/grpo             # ... then GRPO through TRL
 
 ``--algo ppo`` (the default) is the lean CleanRL-style PPO of :mod:`arena_envs.training.ppo`,
 configured by ``training/configs/ppo/<scenario>.yaml``; ``--algo sb3-ppo`` is
@@ -158,7 +160,8 @@ class WallClockLimit(BaseCallback):
         return time.monotonic() < self.deadline
 
 
-ALGOS = ("ppo", "sb3-ppo")
+ALGOS = ("ppo", "sb3-ppo", "sft", "grpo")
+LLM_ALGOS = ("sft", "grpo")  # a language model on a chat environment: their own flags (training/llm_common.py)
 
 
 def algo_config(env: str, algo: str) -> Path:
@@ -195,7 +198,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="print the resolved config (the scenario's, with --set and the flags applied) and exit")
     parser.add_argument("--algo", choices=ALGOS,
                         help="ppo: the lean PPO (the default); sb3-ppo: Stable-Baselines3's (the default for a "
-                             "--config or a resumed run without an algo key: configs written before the lean PPO)")
+                             "--config or a resumed run without an algo key: configs written before the lean PPO); "
+                             "sft, grpo: a language model (arena-train ENV --algo grpo --help)")
     parser.add_argument("--timesteps", type=int, help="total env steps (default: the config's)")
     parser.add_argument("--n-envs", type=int, help="worlds in the batch (default: the config's)")
     parser.add_argument("--seed", type=int, help="seed of the run: world i of the batch starts from seed + i")
@@ -222,6 +226,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def train_llm(argv: list[str] | None) -> Path:
+    """``--algo sft|grpo``: a language model on a chat environment (training/llm_sft.py, llm_grpo.py)."""
+    from importlib import import_module
+
+    from arena_envs.training import llm_common
+
+    args = llm_common.parse_args(argv)
+    config, out, checkpoint = llm_common.prepare_run(args)
+    model = import_module(f"arena_envs.training.llm_{config['algo']}").train(config, out, checkpoint)
+    print(f"wrote {out} (the trained model: {model})")
+    return out
+
+
 def listing() -> str:
     """``arena-train --list``: the scenarios with their configs, then the other shipped configs."""
     names = config_names()
@@ -238,6 +255,10 @@ def listing() -> str:
 
 def train(argv: list[str] | None = None) -> Path | None:
     """Run ``arena-train`` with these arguments; the run directory (None for ``--list``)."""
+    algo = argparse.ArgumentParser(add_help=False)
+    algo.add_argument("--algo")
+    if algo.parse_known_args(argv)[0].algo in LLM_ALGOS:
+        return train_llm(argv)
     args = parse_args(argv)
     if args.list:
         print(listing())

