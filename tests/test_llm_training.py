@@ -24,6 +24,9 @@ from arena_envs.llm.llama_server import smollm2_gguf
 from arena_envs.training.llm_common import IGNORE, continuation, sft_example
 from arena_envs.training.train import main
 
+# the first test carries the module fixture (2 SFT and 2 GRPO steps): minutes on an idle 2-core machine,
+# past pytest's default 600 s when other jobs share it
+pytestmark = pytest.mark.timeout(1800)
 HUNT = ["TreasureHunt-v0", "--env-arg", "difficulty=easy", "--threads", "2"]
 GROUP = 2
 
@@ -39,7 +42,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     os.environ.setdefault("ARENA_MODEL_CACHE", str(root / "cache"))
     sft, grpo = root / "sft", root / "grpo"
     main([*HUNT, "--algo", "sft", *gguf_args(), "--max-steps", "2", "--episodes", "4", "--batch-size", "2",
-          "--learning-rate", "1e-3", "--out", str(sft)])
+          "--max-length", "512", "--learning-rate", "1e-3", "--out", str(sft)])
     main([*HUNT, "--algo", "grpo", "--model", str(sft), "--max-steps", "2", "--group-size", str(GROUP),
           "--groups", "2", "--max-turns", "2", "--max-new-tokens", "24", "--no-call-penalty", "0.1",
           "--out", str(grpo)])
@@ -192,7 +195,7 @@ def test_bad_input_one_line_errors(tmp_path, capsys):
 def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
     out = tmp_path / "sft"
     argv = [*HUNT, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "3", "--save-steps", "1",
-            "--episodes", "2", "--batch-size", "1", "--out", str(out)]
+            "--episodes", "2", "--batch-size", "1", "--max-length", "384", "--out", str(out)]
     process = subprocess.Popen([sys.executable, "-c", "from arena_envs.training.train import main; main()", *argv],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
