@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from arena_envs.cli import env_argument
+
 CHAT_ENVS = {"foraging": "arena_envs/Foraging-v0", "crafting": "arena_envs/Crafting-v0",
              "treasurehunt": "arena_envs/TreasureHunt-v0"}
 IGNORE = -100  # the label of a token that carries no loss (PyTorch's cross-entropy ignore index)
@@ -265,7 +267,7 @@ def parse_args(argv: list[str] | None):
                         help="how the model writes calls (the scripted transcripts are written this way)")
     parser.add_argument("--seed", type=int, default=0, help="first seed of the training episodes")
     parser.add_argument("--max-turns", type=int, default=None, help="replies per episode before truncation")
-    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=easy (JSON values allowed)")
     parser.add_argument("--save-steps", type=int, default=10, help="checkpoint every this many steps")
     parser.add_argument("--batch-size", type=int, default=4, help="sft: transcripts per step")
@@ -289,16 +291,6 @@ def parse_args(argv: list[str] | None):
     if args.algo == "grpo" and args.group_size < 2:
         parser.error("--group-size must be at least 2: a group of one has no spread to learn from")
     return args
-
-
-def env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    """``["difficulty=easy"]`` -> ``{"difficulty": "easy"}`` (JSON values), as arena-agent reads them."""
-    from arena_envs.llm.cli import env_kwargs as read_pairs
-
-    try:
-        return read_pairs(pairs)
-    except SystemExit as error:
-        raise SystemExit(str(error.code).replace("arena-agent", "arena-train")) from None
 
 
 def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
@@ -325,7 +317,7 @@ def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
     config = {
         "algo": args.algo, "env_id": chat_env_id(args.env), "model": args.model, "gguf_file": args.gguf_file,
         "format": args.format, "seed": args.seed, "max_turns": args.max_turns,
-        "env_kwargs": env_kwargs(args.env_arg),
+        "env_kwargs": dict(args.env_arg),
         "max_steps": args.max_steps or (100 if sft else 50),
         "learning_rate": args.learning_rate or (1e-4 if sft else 1e-5) * (10 if args.lora else 1),
         "lora": args.lora, "lora_rank": args.lora_rank, "save_steps": args.save_steps, "threads": args.threads,

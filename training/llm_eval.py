@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from arena_envs.training.llm_common import ModelLoadError, chat_env_id, env_kwargs, load_model
+from arena_envs.cli import env_argument
+from arena_envs.training.llm_common import ModelLoadError, chat_env_id, load_model
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("model", help="an arena-train run directory, a model directory or a hub id")
     parser.add_argument("--gguf-file")
     parser.add_argument("--env", help="chat environment (default: the run's)")
-    parser.add_argument("--env-arg", action="append", default=None, metavar="KEY=VALUE")
+    parser.add_argument("--env-arg", type=env_argument, action="append", default=None, metavar="KEY=VALUE")
     parser.add_argument("--max-turns", type=int, default=None)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--seed", type=int, default=100_000, help="first held-out seed (training starts at 0)")
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("--env is required for a model that is not an arena-train run directory")
     config["env_id"] = chat_env_id(args.env or config["env_id"])
     if args.env_arg is not None:
-        config["env_kwargs"] = env_kwargs(args.env_arg)
+        config["env_kwargs"] = dict(args.env_arg)
     config.setdefault("env_kwargs", {})
     for key, default in (("max_turns", None), ("max_new_tokens", 64), ("temperature", 1.0)):
         config[key] = getattr(args, key) if getattr(args, key) is not None else config.get(key, default)
