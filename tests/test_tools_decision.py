@@ -429,3 +429,49 @@ def test_a_decision_changed_after_it_was_made_is_refused_where_it_is_read():
         assert not result.success and result.error_code == "INVALID_PARAMS" and "'tool'" in result.error_message
 
     asyncio.run(main())
+
+
+# --- the embedded-call search is linear in the text's length --------------------------------
+
+
+def test_a_call_is_found_inside_valid_json_and_inside_an_object_that_does_not_decode():
+    assert parse_decision('{"reply": {"note": 1, "call": [{"tool": "idle"}]}}') == Decision("idle")
+    assert parse_decision('I think {oops, then {"tool": "collect", "params": {"target_name": "Berry1"}} }') == (
+        Decision("collect", {"target_name": "Berry1"}))
+    assert parse_decision('{"a": "{\\"tool\\": \\"not me\\"}", "b": {"tool": "idle"}}') == Decision("idle")
+
+
+STALL_TEXTS = {  # within the limits checked first: 100,000 characters, 32 levels
+    "never closed": '{"a":[' * 15 + "1," * 40_000,
+    "balanced, each failing at its end": '{"a":[' * 15 + "1," * 40_000 + "]x}" * 15,
+    "many siblings that fail late": ('{"a":[' + "1," * 30 + "x]}") * 1_000,
+}
+
+
+@pytest.mark.parametrize("kind", STALL_TEXTS)
+def test_the_embedded_call_search_decodes_a_bounded_number_of_characters(kind, monkeypatch):
+    """Issue 24: a decode from each of up to 200 braces cost 0.7 s on a 63 KB reply. Now the
+    characters the search decodes are at most four times the text's length (plus a constant)."""
+    from arena_envs.tools import decision
+
+    text = STALL_TEXTS[kind] + ' {"tool": "idle"}'
+    decoded = []
+
+    class CountingDecoder:
+        def raw_decode(self, s, start):
+            try:
+                value, end = json.JSONDecoder().raw_decode(s, start)
+            except ValueError as error:
+                decoded.append(error.pos - start)
+                raise
+            decoded.append(end - start)
+            return value, end
+
+    monkeypatch.setattr(decision, "_DECODER", CountingDecoder())
+    try:
+        result = parse_decision(text)
+    except ToolCallError:
+        result = None
+    assert sum(decoded) <= decision._EMBEDDED_BUDGET_FACTOR * len(text) + 4096, kind
+    if kind != "balanced, each failing at its end":  # there the budget runs out before the call
+        assert result == Decision("idle")

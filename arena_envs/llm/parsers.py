@@ -43,6 +43,7 @@ from arena_envs.llm.formats import (  # noqa: F401  (FORMATS, format_reply: also
     split_reasoning,
 )
 from arena_envs.tools import ToolCallError, parse_decision
+from arena_envs.tools.decision import outer_json_objects
 
 MAX_REPLY_CHARS = 200_000
 """Longer replies are not searched: a parse failure that says so."""
@@ -436,7 +437,7 @@ def _embedded(text: str, strict: bool = False) -> ParseResult:
     an example is skipped (``miss="quoted_example"``); a span that reads as a call only after a
     light repair is a ``near_miss``.
     """
-    spans, unclosed = _outer_objects(text)
+    spans, unclosed = outer_json_objects(text)
     if strict:
         spans = [(start, end) for start, end in spans if start == 0 and end == len(text)]
         unclosed = unclosed[:1] if unclosed[:1] == [0] else []
@@ -463,29 +464,10 @@ def _embedded(text: str, strict: bool = False) -> ParseResult:
     return ParseResult(NO_CALL, miss=miss)
 
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)|[{}]', re.S)  # a whole string (closed or not), or a brace
 _CALL_ATTEMPT = re.compile(r"\{\s*['\"]?(?:name|tool|tool_name|function|action)['\"]?\s*:")
 _QUOTE_CUE = re.compile(  # words that introduce an example, right before the object (or its fence)
     r"(?:\be\.g\.|\bfor example|\bfor instance|\bsuch as|\bexample|\blike|\blooks? like this|\bwritten as|"
     r"\b(?:syntax|format) is)\s*[:,]?\s*[`'\"(]*\s*(?:```[A-Za-z0-9_-]*\s*)?$", re.I)
-
-
-def _outer_objects(text: str) -> tuple[list[tuple[int, int]], list[int]]:
-    """``(spans, unclosed)``: the ``(start, end)`` of each outermost balanced ``{...}`` in ``text`` (a
-    span inside an object that never closes counts as outermost), and where the never-closed
-    objects start. One regex pass; Python only looks at the braces."""
-    spans: list[tuple[int, int]] = []
-    opened: list[int] = []
-    for token in _TOKENS.finditer(text):
-        brace = token.group()
-        if brace == "{":
-            opened.append(token.start())
-        elif brace == "}" and opened:
-            start = opened.pop()
-            while spans and spans[-1][0] > start:  # a span inside this one: only the outer one is kept
-                spans.pop()
-            spans.append((start, token.end()))
-    return spans, opened
 
 
 def _quoted(text: str, start: int) -> bool:

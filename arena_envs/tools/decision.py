@@ -36,7 +36,9 @@ _API_TYPES = ("function", "function_call", "tool_call", "tool_use")
 _CALL_KEYS = frozenset((*_WRAPPER_KEYS, "tool_calls", "role"))
 _PLAIN_KEYS = frozenset(("tool", "params", "reasoning"))  # Decision.to_dict's shape
 _MAX_NESTING = 4
-_MAX_EMBEDDED_ATTEMPTS = 200
+_EMBEDDED_BUDGET_FACTOR = 4  # characters scanned or decoded per character of text, at most
+_DECODER = json.JSONDecoder()
+_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)|[{}]', re.S)  # a whole string (closed or not), or a brace
 
 
 @dataclass(slots=True)
@@ -168,20 +170,65 @@ def _from_text(text: str) -> Decision:
 
 
 def _embedded_call(text: str) -> Mapping[str, Any] | None:
-    """The first JSON object in ``text`` that looks like a tool call, if any."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    for _ in range(_MAX_EMBEDDED_ATTEMPTS):
-        if start < 0:
-            break
-        try:
-            value, _end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            if isinstance(value, dict) and _is_call_like(value):
-                return value
-        start = text.find("{", start + 1)
+    """The first JSON object in ``text`` that looks like a tool call, if any.
+
+    Only balanced ``{...}`` spans are decoded: the outermost ones first, and the spans inside
+    one only when it does not decode. Every character scanned or decoded is paid from a budget
+    of a few times the text's length, so the search is linear however the braces nest (a
+    decode from every ``{`` was quadratic: 0.7 s on a 63 KB reply).
+    """
+    budget = _EMBEDDED_BUDGET_FACTOR * len(text) + 4096
+    pending = [(0, len(text))]  # regions still to search, the next one last
+    while pending and budget > 0:
+        pos, endpos = pending.pop()
+        budget -= endpos - pos
+        spans, _unclosed = outer_json_objects(text, pos, endpos)
+        inner: list[tuple[int, int]] = []
+        for start, end in spans:
+            budget -= end - start
+            if budget <= 0:
+                return None
+            try:
+                value, _end = _DECODER.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                inner.append((start + 1, end - 1))
+                continue
+            call = _first_call_in(value)
+            if call is not None:
+                return call
+        pending.extend(reversed(inner))
+    return None
+
+
+def outer_json_objects(text: str, pos: int = 0, endpos: int | None = None) -> tuple[list[tuple[int, int]], list[int]]:
+    """``(spans, unclosed)``: the ``(start, end)`` of each outermost balanced ``{...}`` in
+    ``text[pos:endpos]`` (a span inside an object that never closes counts as outermost), and
+    where the never-closed objects start. One regex pass that skips strings whole, so braces
+    in them do not count; Python only looks at the braces."""
+    spans: list[tuple[int, int]] = []
+    opened: list[int] = []
+    for token in _BRACE_TOKENS.finditer(text, pos, len(text) if endpos is None else endpos):
+        if token.group() == "{":
+            opened.append(token.start())
+        elif token.group() == "}" and opened:
+            start = opened.pop()
+            while spans and spans[-1][0] > start:  # a span inside this one: only the outer one is kept
+                spans.pop()
+            spans.append((start, token.end()))
+    return spans, opened
+
+
+def _first_call_in(value: Any) -> Mapping[str, Any] | None:
+    """The first call-like object in decoded JSON, in document order."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if _is_call_like(item):
+                return item
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
     return None
 
 
