@@ -45,7 +45,28 @@ def test_a_2d_chat_episode_records_the_world(tmp_path):
     assert episode["summary"]["length"] == len(episode["ticks"]) - 1 > 0
 
 
-def test_team_capture_record_says_what_to_use_instead(tmp_path, capsys):
-    assert arena_agent(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--episodes", "1",
-                        "--out", str(tmp_path), "--record", str(tmp_path), "--quiet"]) == 2
-    assert "RecordEpisodes" in capsys.readouterr().err
+def test_team_capture_records_one_episode_per_chat_agent(tmp_path):
+    """Each chat agent's episode: the shared world at every tick, its own calls, results and transcript turns."""
+    assert arena_agent(["arena_envs/TeamCapture-v0", "--agent", "scripted", "--episodes", "2", "--seed", "3",
+                        "--chat-agents", "blue_agent_1,red_agent_2", "--max-turns", "10",
+                        "--out", str(tmp_path), "--record", str(tmp_path), "--quiet"]) == 0
+    episodes = read_episodes(tmp_path / EPISODES_FILE)
+    transcripts = [json.loads(line) for line in (tmp_path / "transcripts.jsonl").read_text().splitlines()]
+    assert sorted((e["seed"], e["agent"]) for e in episodes) == [
+        (3, "blue_agent_1"), (3, "red_agent_2"), (4, "blue_agent_1"), (4, "red_agent_2")]
+    for episode in episodes:
+        assert episode["scenario"] == "team_capture" and episode["world"]["kind"] == "world"
+        assert len(episode["ticks"][0]["pos"]) == 4  # both teams
+        transcript = episode["transcript"]
+        assert transcript == next(t["messages"] for t in transcripts
+                                  if (t["seed"], t["agent"]) == (episode["seed"], episode["agent"]))
+        ticks = episode["ticks"][1:]
+        assert len(ticks) == 10 == episode["summary"]["length"]
+        for tick in ticks:
+            reply = transcript[tick["turn"]]
+            assert reply["role"] == "assistant"
+            assert {"name": tick["act"]["tool"], "arguments": tick["act"]["params"]} in calls_of(reply)
+            answer = next(m for m in transcript[tick["turn"] + 1:] if m["role"] == "tool")
+            assert tick["output"] == answer["content"]
+    same_match = [e for e in episodes if e["seed"] == 3]
+    assert same_match[0]["ticks"][5]["pos"] == same_match[1]["ticks"][5]["pos"]  # one world, two agents

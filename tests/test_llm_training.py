@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from process_helpers import free_port, serving
 
 from arena_envs.llm.llama_server import smollm2_gguf
 from arena_envs.training.llm_common import IGNORE, continuation, sft_example
@@ -185,6 +186,8 @@ def test_bad_input_one_line_errors(tmp_path, capsys):
     (broken / "model.gguf").write_bytes(b"not a gguf at all")
     assert "cannot load" in one_line_error([*HUNT, "--algo", "sft", "--model", str(broken),
                                             "--gguf-file", "model.gguf", "--out", str(tmp_path / "b")])
+    assert "raise --max-length" in one_line_error([*HUNT, "--algo", "sft", *gguf_args(), "--max-length", "16",
+                                                   "--episodes", "1", "--out", str(tmp_path / "e")])
     assert "unknown chat environment" in one_line_error(["Chess-v0", "--algo", "sft", "--model", "x",
                                                          "--out", str(tmp_path / "c")])
     with pytest.raises(SystemExit) as raised:  # argparse's own one line, exit status 2
@@ -212,6 +215,46 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
     assert state["global_step"] == 3 and (out / "model" / "config.json").is_file()
     steps = [int(r["step"]) for r in rows(out / "progress.csv")]
     assert steps[-2:] == [2, 3] and steps.count(1) == 1  # step 1 was not trained again
+
+
+def test_a_grpo_step_plays_on_a_remote_arena_serve(runs, tmp_path):
+    """TRL's OpenEnv path: the same rollout, its episodes on an ``arena-serve treasure_hunt`` server."""
+    from arena_envs.llm import ChatBatch
+
+    port = free_port()
+    url, out = f"http://127.0.0.1:{port}", tmp_path / "remote"
+    serve = [str(Path(sys.executable).with_name("arena-serve")), "treasure_hunt", "--port", str(port),
+             "--env-kwarg", "difficulty=easy"]
+    with serving(serve, f"{url}/health"):
+        main([*HUNT, "--algo", "grpo", "--model", str(runs["sft"]), "--max-steps", "1", "--group-size", "2",
+              "--groups", "1", "--max-turns", "2", "--max-new-tokens", "16", "--env-url", url, "--out", str(out)])
+    episodes = rollouts(out)
+    assert [int(r["step"]) for r in rows(out / "progress.csv")] == [1] and len(episodes) == GROUP
+    assert {e["seed"] for e in episodes} == {0}
+    local = ChatBatch("TreasureHunt-v0", 1, max_turns=2, difficulty="easy")
+    try:
+        opening, _tools = local.reset([0])[0]
+    finally:
+        local.close()
+    for episode in episodes:  # the server's world, read as the local one would be
+        assert episode["messages"][:2] == opening and 1 <= episode["turns"] <= 2
+        assert episode["messages"][3]["role"] in ("tool", "user")
+
+
+def test_team_capture_trains_the_agent_the_model_plays(runs, tmp_path):
+    """SFT on the scripted team's transcripts of one agent, then a GRPO step whose groups are matches."""
+    team = ["TeamCapture-v0", "--chat-agent", "blue_agent_2", "--max-turns", "2", "--threads", "2"]
+    sft, grpo = tmp_path / "sft", tmp_path / "grpo"
+    main([*team, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "1", "--episodes", "2",
+          "--batch-size", "1", "--max-length", "1024", "--out", str(sft)])
+    transcripts = [json.loads(line) for line in (sft / "transcripts.jsonl").read_text().splitlines()]
+    assert len(transcripts) == 2 and all("blue_agent_2" in t["messages"][1]["content"] for t in transcripts)
+    main([*team, "--algo", "grpo", "--model", str(sft), "--max-steps", "1", "--group-size", "2", "--groups", "1",
+          "--max-new-tokens", "8", "--out", str(grpo)])
+    episodes = rollouts(grpo)
+    assert len(episodes) == 2 and {e["seed"] for e in episodes} == {0}
+    assert all(e["messages"][1]["content"].startswith("tick 0 | blue_agent_2 at") for e in episodes)
+    assert [int(r["step"]) for r in rows(grpo / "progress.csv")] == [1]
 
 
 def test_evaluation_on_held_out_seeds(runs, tmp_path):

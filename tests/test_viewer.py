@@ -10,7 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -18,14 +17,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import arena_envs  # noqa: F401  (registers the environments)
-from arena_envs import team_capture_v0
-from arena_envs.llm.cli import main as arena_agent
-from arena_envs.scripted import ScriptedCaptureTeam, ScriptedForager
-from arena_envs.team_capture import join_teams, split_teams
 from arena_envs.viewer.cli import main as arena_view
 from arena_envs.viewer.cli import make_server
+from arena_envs.viewer.demo import record_demo
 from arena_envs.viewer.episodes import Episodes
-from arena_envs.wrappers.record import EPISODES_FILE, RecordEpisodes
+from arena_envs.wrappers.record import EPISODES_FILE
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # where the screenshots go: docs/images with ARENA_VIEW_SCREENSHOTS=docs/images (how the docs' ones
@@ -36,35 +32,9 @@ SCREENSHOTS = os.environ.get("ARENA_VIEW_SCREENSHOTS")
 # -- recordings ------------------------------------------------------------------------------
 
 
-def record_foraging(directory: Path, seed: int = 1) -> None:
-    env = RecordEpisodes(gym.make("arena_envs/Foraging-v0"), directory)
-    obs, _ = env.reset(seed=seed)
-    forager, done = ScriptedForager(env.unwrapped.scenario.params), False
-    while not done:
-        obs, _, terminated, truncated, _ = env.step(forager.act(obs))
-        done = terminated or truncated
-    env.close()
-
-
-def record_team_capture(directory: Path) -> None:
-    envs = RecordEpisodes(team_capture_v0.vector_env(num_envs=1, agents_per_team=3, max_cycles=200), directory)
-    params = envs.unwrapped.scenario.params
-    blue, red = ScriptedCaptureTeam(params), ScriptedCaptureTeam(params)
-    obs, _ = envs.reset(seed=3)
-    for _ in range(200):
-        blue_obs, red_obs = split_teams(obs, params.agents_per_team)
-        obs, *_ = envs.step(join_teams(blue.act(blue_obs), red.act(red_obs)))
-    envs.close()
-
-
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("recordings")
-    record_foraging(root / "foraging")
-    record_team_capture(root / "team")
-    arena_agent(["arena_envs/TreasureHunt-v0", "--agent", "scripted", "--episodes", "2", "--out",
-                 str(root / "hunt"), "--record", str(root / "hunt"), "--quiet"])
-    return root
+    return record_demo(tmp_path_factory.mktemp("recordings"))
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +68,13 @@ def browser(tmp_path_factory):
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def open_episode(browser, url: str, scenario: str) -> int:
-    """Load the page, pick the first episode of ``scenario`` in the list; returns its id."""
+def open_episode(browser, url: str, scenario: str, agent: str | None = None) -> int:
+    """Load the page, pick the first episode of ``scenario`` (played by ``agent``) in the list; returns its id."""
     browser.get(url)
     WebDriverWait(browser, 20).until(lambda d: d.execute_script("return arenaView.view.index.length") > 0)
     Select(browser.find_element(By.ID, "f-scenario")).select_by_value(scenario)
-    row = browser.find_element(By.CSS_SELECTOR, "#episodes tbody tr")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")
+    row = next(r for r in rows if agent is None or agent in r.text)
     row.click()
     episode = int(row.get_attribute("data-id"))
     WebDriverWait(browser, 20).until(lambda d: d.execute_script("return arenaView.view.id") == episode)
@@ -199,14 +170,30 @@ def test_a_treasure_hunt_transcript_turn_click_moves_to_its_tick(browser, served
     assert browser.save_screenshot(str(images / "arena_view_treasure_hunt.png"))
 
 
+def test_a_team_capture_chat_agent_transcript_beside_the_shared_world(browser, served):
+    """arena-agent --record of a match with a chat agent on each side: one episode per chat agent."""
+    open_episode(browser, served, "team_capture", agent="red_agent_1")
+    assert "red_agent_1" in browser.find_element(By.ID, "title").text
+    assert browser.find_element(By.ID, "transcript-pane").is_displayed()
+    assert len(agents_drawn(browser)) == 4  # both teams of the 2 v 2 match
+    turns = browser.find_elements(By.CSS_SELECTOR, ".turn.assistant")
+    target = turns[5]
+    target.click()
+    tick = int(browser.find_element(By.ID, "scrubber").get_attribute("value"))
+    assert browser.execute_script("return arenaView.view.episode.ticks.map(t => t.turn)")[tick] == \
+        int(target.get_attribute("data-index"))
+    assert tick == 6 and "current" in target.get_attribute("class")  # one tick per reply of this agent
+    assert "red_agent_1" in browser.find_element(By.ID, "tick-details").text
+
+
 def test_the_list_filters_by_scenario_seed_success_score_and_error(browser, served):
     browser.get(served)
-    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return arenaView.view.index.length") == 4)
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return arenaView.view.index.length") == 6)
 
     def shown() -> int:
         return len(browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr"))
 
-    assert shown() == 4
+    assert shown() == 6
     Select(browser.find_element(By.ID, "f-scenario")).select_by_value("treasure_hunt")
     assert shown() == 2
     browser.find_element(By.ID, "f-seed").send_keys("1")
@@ -215,7 +202,8 @@ def test_the_list_filters_by_scenario_seed_success_score_and_error(browser, serv
     Select(browser.find_element(By.ID, "f-scenario")).select_by_value("")
     Select(browser.find_element(By.ID, "f-success")).select_by_value("true")
     won = browser.execute_script("return arenaView.view.index.filter(e => e.success).length")
-    assert shown() == won and 3 <= won <= 4  # the scripted forager and both hunts win; blue may win the match
+    # the scripted forager and both hunts win; in each match one side may win
+    assert shown() == won and 3 <= won <= 5
     Select(browser.find_element(By.ID, "f-success")).select_by_value("")
     browser.find_element(By.ID, "f-score").send_keys("1000")
     assert shown() == 0
@@ -273,7 +261,7 @@ def test_the_list_reads_header_and_summary_as_a_full_parse_does(recordings):
 
     lines = [line for f in recording_files(recordings) if f.name == EPISODES_FILE
              for line in f.read_bytes().splitlines()]
-    assert len(lines) == 4
+    assert len(lines) == 6
     for line in lines:
         whole, quick = json.loads(line), outline(line)
         assert {k: v for k, v in quick.items() if k != "ticks"} == {k: v for k, v in whole.items()

@@ -25,7 +25,8 @@ import yaml
 from arena_envs.cli import env_argument
 
 CHAT_ENVS = {"foraging": "arena_envs/Foraging-v0", "crafting": "arena_envs/Crafting-v0",
-             "treasurehunt": "arena_envs/TreasureHunt-v0"}
+             "treasurehunt": "arena_envs/TreasureHunt-v0", "teamcapture": "arena_envs/TeamCapture-v0"}
+TEAM_CAPTURE = CHAT_ENVS["teamcapture"]
 IGNORE = -100  # the label of a token that carries no loss (PyTorch's cross-entropy ignore index)
 
 
@@ -39,11 +40,24 @@ def chat_env_id(name: str) -> str:
     key = key[:-2] if key.endswith("v0") else key
     if key in CHAT_ENVS:
         return CHAT_ENVS[key]
-    if key == "teamcapture":
-        raise SystemExit("arena-train: LLM training on Team Capture is not supported yet (its chat agents share "
-                         "a match: arena_envs.llm.team); train on Foraging-v0, Crafting-v0 or TreasureHunt-v0")
     raise SystemExit(f"arena-train: unknown chat environment {name!r}; choose one of "
                      f"{', '.join(v.split('/')[1] for v in CHAT_ENVS.values())}")
+
+
+def chat_batch(config: dict[str, Any], size: int):
+    """``size`` chat episodes of the config's environment stepped together: a
+    :class:`~arena_envs.llm.chat.ChatBatch`, or for Team Capture a
+    :class:`~arena_envs.llm.team.TeamChatBatch` of matches with the model playing ``chat_agent``."""
+    if config["env_id"] == TEAM_CAPTURE:
+        from arena_envs.llm.team import TeamChatBatch
+
+        return TeamChatBatch(size, chat_agent=config.get("chat_agent", "blue_agent_1"),
+                             max_turns=config.get("max_turns"), **config["env_kwargs"])
+    from arena_envs.llm.chat import ChatBatch
+
+    url = config.get("env_url")  # a server's environment arguments are its own
+    where = {"remote": url} if url else config["env_kwargs"]
+    return ChatBatch(config["env_id"], size, max_turns=config.get("max_turns"), **where)
 
 
 # -- the model ---------------------------------------------------------------------------
@@ -251,7 +265,7 @@ def parse_args(argv: list[str] | None):
 
     parser = argparse.ArgumentParser(prog="arena-train", description="Train a language model on a chat "
                                      "environment: SFT on scripted transcripts, or GRPO (TRL) on the environment")
-    parser.add_argument("env", help="chat environment: TreasureHunt-v0, Foraging-v0 or Crafting-v0")
+    parser.add_argument("env", help="chat environment: TreasureHunt-v0, Foraging-v0, Crafting-v0 or TeamCapture-v0")
     parser.add_argument("--algo", choices=LLM_ALGOS, required=True)
     parser.add_argument("--model", help="a Hugging Face hub id or a local directory (a finished arena-train "
                                          "run's directory included); default: the --resume'd run's")
@@ -266,6 +280,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--format", choices=TEXT_FORMATS, default="hermes",
                         help="how the model writes calls (the scripted transcripts are written this way)")
     parser.add_argument("--seed", type=int, default=0, help="first seed of the training episodes")
+    parser.add_argument("--chat-agent", default="blue_agent_1", help="TeamCapture-v0: the agent the model plays "
+                        "(the other agents of both teams play the scripted team)")
     parser.add_argument("--max-turns", type=int, default=None, help="replies per episode before truncation")
     parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=easy (JSON values allowed)")
@@ -282,8 +298,12 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--no-call-penalty", type=float, default=0.0,
                         help="grpo: subtracted from the reward for each reply with no readable call")
     parser.add_argument("--success-bonus", type=float, default=0.0, help="grpo: added to the reward on success")
+    parser.add_argument("--env-url", metavar="URL", help="grpo: play the episodes on this arena-serve server "
+                        "(arena-serve treasure_hunt, through OpenEnv's client) instead of in this process")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args(argv)
+    if args.env_url is not None and (args.algo != "grpo" or chat_env_id(args.env) != CHAT_ENVS["treasurehunt"]):
+        parser.error("--env-url plays GRPO episodes of TreasureHunt-v0 on an arena-serve treasure_hunt server")
     for name in ("max_steps", "episodes", "batch_size", "group_size", "groups", "max_new_tokens", "save_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -317,6 +337,7 @@ def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
     config = {
         "algo": args.algo, "env_id": chat_env_id(args.env), "model": args.model, "gguf_file": args.gguf_file,
         "format": args.format, "seed": args.seed, "max_turns": args.max_turns,
+        **({"chat_agent": args.chat_agent} if chat_env_id(args.env) == TEAM_CAPTURE else {}),
         "env_kwargs": dict(args.env_arg),
         "max_steps": args.max_steps or (100 if sft else 50),
         "learning_rate": args.learning_rate or (1e-4 if sft else 1e-5) * (10 if args.lora else 1),
@@ -327,7 +348,7 @@ def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
     else:
         config.update(group_size=args.group_size, groups=args.groups, max_new_tokens=args.max_new_tokens,
                       max_completion_tokens=args.max_completion_tokens, temperature=args.temperature,
-                      no_call_penalty=args.no_call_penalty, success_bonus=args.success_bonus)
+                      no_call_penalty=args.no_call_penalty, success_bonus=args.success_bonus, env_url=args.env_url)
     write_config(out, config)
     return config, out, None
 

@@ -29,6 +29,10 @@ advantage, the transcript), and these metrics per step in ``progress.csv`` and `
 ``arena/rollout_seconds``; TRL's own ``step_time`` is the wall time of a step and ``frac_reward_zero_std``
 its count of zero-spread groups.
 
+With ``--env-url http://127.0.0.1:8000`` the episodes are played on an ``arena-serve treasure_hunt``
+server instead, one OpenEnv session each (TRL's OpenEnv path): the rollout code and the messages are the
+same (:class:`~arena_envs.llm.backends.RemoteHuntBackend`).
+
 Generation runs the model itself on CPU. TRL can generate with a vLLM server instead (``use_vllm=True``,
 ``vllm_mode="server"``); a custom rollout then asks that server for completions (``trl.generation``):
 not wired here, since no vLLM runs on this machine.
@@ -43,6 +47,7 @@ from typing import Any
 import torch
 
 from arena_envs.training.llm_common import (
+    chat_batch,
     dump_json_line,
     encode,
     env_segment,
@@ -103,11 +108,8 @@ class ChatRollout:
         self.episodes: list[dict[str, Any]] = []  # the last rollout's, for the reward and the log
 
     def chat_batch(self, size: int):
-        from arena_envs.llm.chat import ChatBatch
-
         if size not in self.batches:
-            self.batches[size] = ChatBatch(self.config["env_id"], size, max_turns=self.config.get("max_turns"),
-                                           **self.config["env_kwargs"])
+            self.batches[size] = chat_batch(self.config, size)
         return self.batches[size]
 
     def __call__(self, prompts: list[Any], trainer) -> dict[str, list]:

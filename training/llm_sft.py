@@ -21,6 +21,7 @@ from typing import Any
 
 from arena_envs.training.llm_common import (
     IGNORE,
+    TEAM_CAPTURE,
     model_for,
     peft_config,
     run_callbacks,
@@ -37,16 +38,23 @@ def scripted_transcripts(config: dict[str, Any], out: Path) -> list[list[dict[st
     from arena_envs.llm.runner import run_episodes, write_transcripts
 
     async def play():
-        pool = ChatPool(config["env_id"], size=min(config["episodes"], 32), max_turns=config.get("max_turns"),
-                        **config["env_kwargs"])
         seeds = range(config["seed"], config["seed"] + config["episodes"])
-        return await run_episodes(pool, ScriptedChatAgent(config["format"]), seeds,
+        options = {"max_turns": config.get("max_turns"), **config["env_kwargs"]}
+        pool, team = None, None
+        if config["env_id"] == TEAM_CAPTURE:  # the model's agent in a match of scripted teams
+            team = {"chat_agents": [config.get("chat_agent", "blue_agent_1")], "others": "scripted", **options}
+        else:
+            pool = ChatPool(config["env_id"], size=min(config["episodes"], 32), **options)
+        return await run_episodes(pool, ScriptedChatAgent(config["format"]), seeds, team=team,
                                   concurrency=min(config["episodes"], 32))
 
     records = asyncio.run(play())
     write_transcripts(records, out / "transcripts.jsonl")
-    # imitate what works: an episode the script lost (a hazard, the turn cap) teaches nothing wanted
-    kept = [record.messages for record in records if record.success and record.error is None]
+    # imitate what works: an episode the script lost (a hazard, the turn cap) teaches nothing wanted; in
+    # Team Capture a match's outcome is the teams', and a match cut by --max-turns has none yet: every
+    # match the script played through is its demonstration
+    team = config["env_id"] == TEAM_CAPTURE
+    kept = [record.messages for record in records if (record.success or team) and record.error is None]
     if not kept:
         raise SystemExit(f"arena-train: the scripted agent won none of {len(records)} episodes of "
                          f"{config['env_id']} (see {out / 'transcripts.jsonl'}): nothing to imitate")
@@ -65,6 +73,9 @@ def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
         ids, labels = ids[:config["max_length"]], labels[:config["max_length"]]
         if any(label != IGNORE for label in labels):
             rows.append({"input_ids": ids, "labels": labels})
+    if not rows:
+        raise SystemExit(f"arena-train: no transcript has a reply within its first --max-length "
+                         f"{config['max_length']} tokens: raise --max-length")
     print(f"SFT on {len(rows)} transcripts, {sum(len(r['input_ids']) for r in rows):,} tokens, "
           f"{sum(sum(label != IGNORE for label in r['labels']) for r in rows):,} of them trained")
 

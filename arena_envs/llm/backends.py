@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -147,10 +148,9 @@ class HuntBackend:
     scenario = "TreasureHunt"
 
     def __init__(self, **env_kwargs: Any):
-        from arena_envs.treasure_hunt import HUNT_TOOLS, TREASURE_HUNT_TOOL_SCHEMAS, TreasureHuntEnv
+        from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS, TreasureHuntEnv
 
         self.env = TreasureHuntEnv(**env_kwargs)
-        self.registry = HUNT_TOOLS
         self.tools = TREASURE_HUNT_TOOL_SCHEMAS
 
     @property
@@ -162,25 +162,87 @@ class HuntBackend:
 
     async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed)
-        # the env's welcome shows its own call syntax: the system prompt has the goal and the run's syntax
-        return observation.replace(WELCOME, HUNT_OPENING), info
+        return hunt_opening(observation), info
 
     async def tick(self, call: dict[str, Any] | None) -> Tick:
         # no call still costs a turn (as the prompt says), so a model that never calls cannot play forever
-        observation, reward, terminated, truncated, info = self.env.step(call if call is not None else "")
-        body, _, status = observation.rpartition("\n")
-        code = None
-        if call is not None and body.startswith("Error:"):
-            # a call the tool declarations refuse is INVALID_PARAMS; a valid one that failed
-            # (no such file, wrong key) is the hunt's own error
-            code = "TOOL_ERROR"
-            try:
-                self.registry.validate(call["tool"], call["params"])
-            except ToolCallError:
-                code = "INVALID_PARAMS"
-                body = "Error: INVALID_PARAMS: " + body.removeprefix("Error:").strip()
-        info = {**info, "score": float(info.get("efficiency", 0.0)) * 100}
-        return Tick(body, status, reward, terminated, truncated, info, code)
+        return hunt_tick(call, *self.env.step(call if call is not None else ""))
 
     async def close(self) -> None:
         self.env.close()
+
+
+def hunt_opening(observation: str) -> str:
+    """The hunt's first observation for the user message: the env's welcome shows its own call
+    syntax, and the system prompt has the goal and the run's syntax instead."""
+    return observation.replace(WELCOME, HUNT_OPENING)
+
+
+def hunt_tick(call: dict[str, Any] | None, observation: str, reward: float, terminated: bool, truncated: bool,
+              info: dict[str, Any]) -> Tick:
+    """A Treasure Hunt step as a :class:`Tick`: the output is the tool message, the status line the observation."""
+    from arena_envs.treasure_hunt import HUNT_TOOLS
+
+    body, _, status = observation.rpartition("\n")
+    code = None
+    if call is not None and body.startswith("Error:"):
+        # a call the tool declarations refuse is INVALID_PARAMS; a valid one that failed
+        # (no such file, wrong key) is the hunt's own error
+        code = "TOOL_ERROR"
+        try:
+            HUNT_TOOLS.validate(call["tool"], call["params"])
+        except ToolCallError:
+            code = "INVALID_PARAMS"
+            body = "Error: INVALID_PARAMS: " + body.removeprefix("Error:").strip()
+    info = {**info, "score": float(info.get("efficiency", 0.0)) * 100}
+    return Tick(body, status, reward, terminated, truncated, info, code)
+
+
+class RemoteHuntBackend:
+    """One Treasure Hunt on a remote ``arena-serve treasure_hunt``, through OpenEnv's own client
+    (the path TRL's OpenEnv integration takes). The server runs the same env, and the text is
+    turned into messages as :class:`HuntBackend` does, so a session reads the same transcript
+    whether its world is here or there."""
+
+    scenario = "TreasureHunt"
+
+    def __init__(self, base_url: str):
+        from openenv.core import GenericEnvClient
+
+        from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
+
+        self.base_url = base_url
+        self.client = GenericEnvClient(base_url=base_url)
+        self.tools = TREASURE_HUNT_TOOL_SCHEMAS
+        self.turn_limit: int | None = None  # the server's: read from the status line at reset
+
+    def prompt_facts(self) -> dict[str, Any]:
+        return {"calls": self.turn_limit}
+
+    async def reset(self, seed: int | None) -> tuple[str, dict[str, Any]]:
+        observation, _reward, _terminated, _truncated, info = await self._answer(self.client.reset(seed=seed))
+        limit = _TURN_STATUS.search(observation)
+        if limit is None:
+            raise ConnectionError(f"{self.base_url} does not serve Treasure Hunt: its first observation has no "
+                                  f"'[turn 0/N ...]' status line")
+        self.turn_limit = int(limit.group(1))
+        return hunt_opening(observation), info
+
+    async def tick(self, call: dict[str, Any] | None) -> Tick:
+        # no call is an empty message: the server's hunt answers it as the local one does, costing a turn
+        action = call if call is not None else {"message": ""}
+        return hunt_tick(call, *await self._answer(self.client.step(action)))
+
+    @staticmethod
+    async def _answer(request: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        result = await request
+        observation = result.observation or {}
+        return (str(observation.get("text", "")), float(result.reward or 0.0),
+                bool(observation.get("terminated", result.done)), bool(observation.get("truncated", False)),
+                dict(observation.get("info") or {}))
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+_TURN_STATUS = re.compile(r"\[turn \d+/(\d+) \|")

@@ -58,6 +58,7 @@ from arena_envs.llm.backends import (
     Backend,
     HuntBackend,
     PoolBackend,
+    RemoteHuntBackend,
     Tick,
     scenario_name,
 )
@@ -453,14 +454,20 @@ class ChatPool:
 
     For the 2D scenarios the sessions are ids of a :class:`~arena_envs.tools.ToolPool` of
     ``size`` worlds: concurrent ``step`` calls advance in one batched numpy step. Treasure
-    Hunt sessions each play their own text env (there is nothing to batch).
+    Hunt sessions each play their own text env (there is nothing to batch), or, with
+    ``remote="http://127.0.0.1:8000"``, one session each of an ``arena-serve treasure_hunt``
+    server through OpenEnv's client, with the same messages.
     """
 
     def __init__(self, env_id: str, size: int = 64, *, timeout: float = 30.0, record: str | Path | None = None,
-                 **kwargs: Any):
+                 remote: str | None = None, **kwargs: Any):
         env_id = resolve(env_id).env_id  # any spelling of the name
         self.options = ChatOptions.pop(kwargs)  # the chat options (ChatOptions' fields); the rest is the env's
-        self.env_id, self.size, self.env_kwargs = env_id, size, kwargs
+        self.env_id, self.size, self.env_kwargs, self.remote = env_id, size, kwargs, remote
+        if remote is not None and (env_id != TREASURE_HUNT or kwargs or record is not None):
+            raise ValueError("remote= plays Treasure Hunt on an arena-serve server, unrecorded; its environment "
+                             "arguments are the server's (arena-serve treasure_hunt --env-kwarg ...)"
+                             if env_id == TREASURE_HUNT else "remote= covers Treasure Hunt (arena-serve treasure_hunt)")
         self.recording = None  # with record=DIR, every episode goes to DIR/episodes.jsonl (arena_envs.llm.record)
         if record is not None:
             from arena_envs.wrappers.record import EPISODES_FILE, EpisodeFile
@@ -479,6 +486,8 @@ class ChatPool:
     def session(self) -> ChatSession:
         """A new session (it takes a world at its first ``reset`` and frees it at ``close``)."""
         self._count += 1
+        if self.remote is not None:
+            return ChatSession(RemoteHuntBackend(self.remote), self.options)
         if self.tool_pool is None:  # a recorded hunt also draws its explored tree
             backend: Backend = HuntBackend(**self.env_kwargs, **({"render_mode": "ansi"} if self.recording else {}))
         else:

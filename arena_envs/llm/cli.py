@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Team Capture: what the agents not in --chat-agents do")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--record", metavar="DIR", help="also write every episode to DIR/episodes.jsonl for "
-                        "arena-view (single-agent scenarios)")
+                        "arena-view (Team Capture: one episode per chat agent)")
     return parser
 
 
@@ -174,9 +175,6 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     pool, team, scenario = None, None, args.scenario.title
     checked_env_arguments(args.scenario.key, dict(args.env_arg))  # now, not once per episode
     if args.scenario.multi_agent:
-        if args.record:
-            raise UsageError("--record covers the single-agent scenarios; record Team Capture "
-                             "with RecordEpisodes (arena_envs.wrappers.record)")
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
         try:  # a bad agent name or argument: say so now, not once per episode
@@ -185,6 +183,10 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             TeamChat(team["chat_agents"], **options).close()
         except (ValueError, TypeError) as error:
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
+        if args.record:  # each chat agent's episode, beside the world (arena_envs.llm.team.TeamChat)
+            from arena_envs.wrappers.record import EPISODES_FILE, EpisodeFile
+
+            team["recording"] = EpisodeFile(os.path.join(args.record, EPISODES_FILE))
     else:
         try:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, record=args.record, **options)

@@ -168,7 +168,8 @@ async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0
                            **options: Any) -> list[EpisodeRecord]:
     """One Team Capture match with ``chat_agents`` played by ``agent`` (their replies asked together)
     and the other agents ``"scripted"`` (the scripted team) or ``"idle"``; one record per chat agent.
-    ``options``: chat options and ``team_capture_v0.parallel_env`` arguments."""
+    ``options``: chat options, ``team_capture_v0.parallel_env`` arguments and :class:`TeamChat`'s
+    ``recording``."""
     from arena_envs.llm.team import TeamChat, scripted_team
 
     controllers = [scripted_team("blue"), scripted_team("red")] if others == "scripted" else []
@@ -193,7 +194,7 @@ async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0
         for tally in tallies.values():
             tally.failed(error)
     finally:
-        match.close()
+        match.close({name: tally.record.error for name, tally in tallies.items()})
     for name, tally in tallies.items():
         tally.finish(match.sessions[name])
     return [tally.record for tally in tallies.values()]

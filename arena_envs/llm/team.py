@@ -66,11 +66,15 @@ def policy_controller(agents: Sequence[str], policy: Callable[[Mapping[str, np.n
 class _World:
     """The shared Team Capture world: coalesces the chat agents' calls of one loop turn into one tick."""
 
-    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller], **env_kwargs: Any):
+    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller], recording: Any = None,
+                 **env_kwargs: Any):
         from arena_envs import team_capture_v0
         from arena_envs.tools.team_session import TeamCaptureSession
 
         self.env = team_capture_v0.parallel_env(**env_kwargs)
+        self.recording = recording  # an EpisodeFile: each chat agent's episode is written to it (see TeamChat)
+        self.tapes: dict[str, Any] = {}
+        self.turn_of: Callable[[str], int | None] = lambda agent: None  # the reply being played (set by TeamChat)
         self.params = self.env.scenario.params
         unknown = set(chat_agents) - set(self.env.possible_agents)
         if unknown:
@@ -100,6 +104,37 @@ class _World:
         self._unclaimed = dict.fromkeys(self.chat_agents, 0.0)
         self._ended = (False, False)
         self.info = next(iter(infos.values()), {})
+        if self.recording is not None:
+            self._start_tapes(seed)
+
+    def _start_tapes(self, seed: int | None) -> None:
+        from arena_envs.wrappers.record import ONE, Tape, WorldReader
+
+        self.reader = WorldReader(self.env)
+        header, first = self.reader.header(), self.reader.read(ONE)[0]
+        self.tapes = {a: Tape({"scenario": "team_capture", "env_id": "arena_envs/TeamCapture-v0", "seed": seed,
+                               "source": "arena-agent", "agent": a}, header, first) for a in self.chat_agents}
+
+    def _record(self, ticks: dict[str, Tick], calls: dict[str, Any]) -> None:
+        """The tick just played, on the tape of each chat agent (with its call, result and turn)."""
+        from arena_envs.wrappers.record import NONE, jsonable
+
+        state = self.reader.read(NONE)[0]
+        for agent, tape in self.tapes.items():
+            tick = ticks.get(agent)
+            played = agent in calls
+            tape.add(state, None if tick is None else round(float(tick.reward), 4),
+                     jsonable(tick.info) if tick is not None else None, act=jsonable(calls.get(agent)),
+                     output=tick.result if played and tick is not None else None,
+                     error_code=tick.error_code if tick is not None else None, turn=self.turn_of(agent))
+
+    def finish_tapes(self, transcripts: Mapping[str, list], errors: Mapping[str, str | None]) -> None:
+        """Write each chat agent's episode, its transcript beside the world."""
+        for agent, tape in self.tapes.items():
+            episode = tape.finish(errors.get(agent))
+            episode["transcript"] = transcripts[agent]
+            self.recording.write(episode)
+        self.tapes = {}
 
     async def call(self, agent: str, call: dict[str, Any] | None) -> Tick:
         if agent in self._pending:
@@ -120,6 +155,12 @@ class _World:
             future.set_exception(error)
 
     def _advance(self, pending: dict[str, Any]) -> dict[str, Tick]:
+        ticks = self._play(pending)
+        if self.tapes:
+            self._record(ticks, pending)
+        return ticks
+
+    def _play(self, pending: dict[str, Any]) -> dict[str, Tick]:
         from arena_envs.world import ToolActions
 
         if not self.env.agents:  # the match is over: nothing moves; an agent that sat out its end learns it now
@@ -219,12 +260,17 @@ class TeamChat:
     neither chats nor is controlled carries on (it stands still). Chat options
     (:class:`~arena_envs.llm.chat.ChatOptions`: ``max_calls``, ``on_no_call``, ``max_turns``,
     ``call_format``...) are as for every chat session; the rest go to ``team_capture_v0.parallel_env``.
+    ``recording``: an :class:`~arena_envs.wrappers.record.EpisodeFile` that gets one episode per chat
+    agent when the match closes (the world at every tick, the agent's calls, results and transcript
+    turns, for ``arena-view``).
     """
 
-    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller] = (), **kwargs: Any):
+    def __init__(self, chat_agents: Sequence[str], controllers: Sequence[Controller] = (), *,
+                 recording: Any = None, **kwargs: Any):
         options = ChatOptions.pop(kwargs)
-        self.world = _World(chat_agents, controllers, **kwargs)
+        self.world = _World(chat_agents, controllers, recording, **kwargs)
         self.sessions = {a: ChatSession(_TeamBackend(self.world, a), options) for a in chat_agents}
+        self.world.turn_of = lambda agent: self.sessions[agent].length
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def areset(self, seed: int | None = None) -> dict[str, tuple[list[dict], list[dict]]]:
@@ -257,7 +303,11 @@ class TeamChat:
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(awaitable)
 
-    def close(self) -> None:
+    def close(self, errors: Mapping[str, str | None] | None = None) -> None:
+        """End the match; with ``recording``, each chat agent's episode so far is written (``errors``:
+        what stopped an agent's episode, by agent)."""
+        if self.world.tapes:
+            self.world.finish_tapes({a: list(s.messages) for a, s in self.sessions.items()}, errors or {})
         if self._loop is not None:
             self._loop.close()
             self._loop = None
@@ -269,3 +319,49 @@ def _number(agent: str) -> int:
 
 def _row(tree: Any, i: int) -> Any:
     return {k: _row(v, i) for k, v in tree.items()} if isinstance(tree, dict) else tree[i]
+
+
+class TeamChatBatch:
+    """``size`` Team Capture matches with one chat agent each, stepped together from synchronous code:
+    :class:`~arena_envs.llm.chat.ChatBatch`'s interface, so a rollout (GRPO's, an evaluation's) plays
+    Team Capture as it plays the single-agent scenarios. Every other agent plays for the scripted teams.
+
+        batch = TeamChatBatch(4, chat_agent="blue_agent_1", max_turns=8)
+        openings = batch.reset([7, 7, 8, 8])              # the chat agent's (messages, tools) per match
+        steps = batch.step([reply_0, None, reply_2, reply_3])
+    """
+
+    def __init__(self, size: int = 1, *, chat_agent: str = "blue_agent_1", **kwargs: Any):
+        self.chat_agent = chat_agent
+        self.matches = [TeamChat([chat_agent], [scripted_team("blue"), scripted_team("red")], **dict(kwargs))
+                        for _ in range(size)]
+        self.sessions = [match.sessions[chat_agent] for match in self.matches]
+        self._loop = asyncio.new_event_loop()
+
+    def reset(self, seed: int | Sequence[int | None] | None = None) -> list[tuple[list[dict], list[dict]]]:
+        """Reset every match: ``seed`` None, an int (match i gets seed + i) or one per match."""
+        seeds = [None if seed is None else seed + i for i in range(len(self.matches))] \
+            if seed is None or isinstance(seed, int) else list(seed)
+        if len(seeds) != len(self.matches):
+            raise ValueError(f"expected {len(self.matches)} seeds, got {len(seeds)}")
+        openings = self._run(_gather(*(m.areset(s) for m, s in zip(self.matches, seeds, strict=True))))
+        return [opening[self.chat_agent] for opening in openings]
+
+    def step(self, replies: Sequence[Any]) -> list[ChatStep | None]:
+        """One reply per match, stepped together; a match given None (or over) returns None."""
+        if len(replies) != len(self.matches):
+            raise ValueError(f"expected {len(self.matches)} replies, got {len(replies)}")
+
+        async def one(match: TeamChat, reply: Any) -> ChatStep | None:
+            if reply is None or match.sessions[self.chat_agent].done:
+                return None
+            return (await match.astep({self.chat_agent: reply}))[self.chat_agent]
+
+        return self._run(_gather(*(one(m, r) for m, r in zip(self.matches, replies, strict=True))))
+
+    def close(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.close()
+
+    def _run(self, awaitable):
+        return self._loop.run_until_complete(awaitable)
