@@ -98,6 +98,28 @@ def literal_docstrings(app, what, name, obj, options, lines) -> None:
         lines[:] = ["::", "", *("   " + line for line in lines), ""]
 
 
+VIEWER_DEMO = DOCS / "_build" / "viewer-demo"  # copied to the site's root: <site>/arena-view/index.html
+
+
+def export_viewer_demo(app, config) -> None:
+    """The arena-view page the rendering guide embeds: ``arena_envs.viewer.demo``'s recordings,
+    made and exported afresh at each build (a few seconds), so the page shows the code as it is."""
+    import contextlib
+    import io
+    import shutil
+    import tempfile
+
+    from arena_envs.viewer.cli import export
+    from arena_envs.viewer.demo import record_demo
+    from arena_envs.viewer.episodes import Episodes
+
+    shutil.rmtree(VIEWER_DEMO, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as recordings, contextlib.redirect_stdout(io.StringIO()):
+        export(Episodes.load([record_demo(recordings)]), VIEWER_DEMO / "arena-view")
+    config.html_extra_path = [*config.html_extra_path, str(VIEWER_DEMO)]
+
+
 def setup(app):
+    app.connect("config-inited", export_viewer_demo)  # before Sphinx checks html_extra_path
     app.connect("builder-inited", write_environment_pages)
     app.connect("autodoc-process-docstring", literal_docstrings)

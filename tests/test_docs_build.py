@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+from browser_helpers import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -19,11 +21,16 @@ def sphinx_build(out: Path) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_docs_site_builds_without_a_warning(tmp_path):
-    done = sphinx_build(tmp_path / "html")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("docs") / "html"
+    done = sphinx_build(out)
     assert done.returncode == 0 and "WARNING" not in done.stderr, done.stderr[-4000:]
     assert "build succeeded" in done.stdout
-    site = tmp_path / "html"
+    return out
+
+
+def test_docs_site_builds_without_a_warning(site):
     for page in ("index", "api", "results", "speed", "quickstart/rl", "quickstart/multi_agent", "quickstart/llm",
                  "environments/foraging", "environments/crafting", "environments/team_capture",
                  "environments/treasure_hunt"):
@@ -50,3 +57,33 @@ def test_the_site_shows_each_notebook_executed_with_the_code_of_its_source():
             f"{source.name} changed: run python docs/execute_notebooks.py"
         outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
         assert outputs and not any(o.output_type == "error" for o in outputs), source.name
+
+
+def test_the_rendering_guide_embeds_a_working_arena_view(site, tmp_path):
+    """The guide's page, served on 127.0.0.1 and opened in Chromium: the embedded arena-view lists the
+    demo's episodes and draws the first one's world."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with chromium(tmp_path / "profile") as browser:
+            browser.get(f"http://127.0.0.1:{server.server_port}/guide/rendering.html")
+            browser.switch_to.frame(browser.find_element(By.CSS_SELECTOR, "iframe[title=arena-view]"))
+            WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+                "return window.arenaView && arenaView.view.id === 0"))
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == 6
+            assert browser.execute_script("return arenaView.agentPixels().length") == 1  # the Foraging agent
+            assert "berry" in browser.find_element(By.ID, "legend").text
+    finally:
+        server.shutdown()
+        server.server_close()

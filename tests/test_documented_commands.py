@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -219,11 +220,6 @@ def test_make_demo_runs_the_demo_at_small_scale(tmp_path):
     for name in ("ppo/eval.md", "ppo/rollout.gif", "bench.md"):
         assert (tmp_path / "demo" / name).is_file(), name
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_llm_quickstart_runs_against_the_scripted_server(tmp_path):

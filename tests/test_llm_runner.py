@@ -21,6 +21,7 @@ import httpx
 import pytest
 from aiohttp import web
 from llm_helpers import validate_transcript
+from process_helpers import free_port
 
 from arena_envs.llm.agents import OpenAIChatAgent, classify_error, describe_error
 from arena_envs.llm.cli import main
@@ -53,11 +54,6 @@ def read_run(out: Path) -> tuple[list[dict], list[dict], dict]:
 def untimed(record: dict) -> dict:
     return {key: value for key, value in record.items() if key not in TIMING_FIELDS}
 
-
-def free_port() -> int:
-    with socket.socket() as probe:  # bound, then closed: nothing listens there
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

@@ -195,6 +195,25 @@ def test_bad_input_one_line_errors(tmp_path, capsys):
     assert raised.value.code == 2 and "invalid choice: 'smoke-signals'" in capsys.readouterr().err
 
 
+def test_out_of_memory_is_one_line_that_says_what_to_lower(runs, tmp_path):
+    """A real allocation failure: the process's address space capped at 4 GB, enough to load the model
+    and not to train a batch of four 1,024-token transcripts."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+    out = tmp_path / "sft"
+    argv = [*HUNT, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "2", "--episodes", "4",
+            "--batch-size", "4", "--max-length", "1024", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-c", "from arena_envs.training.train import main; main()", *argv],
+                          preexec_fn=cap, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("arena-train: out of memory (") and "lower --batch-size or --max-length" in line
+    assert "--resume" in line and (out / "config.yaml").is_file() and not (out / "model").exists()
+
+
 def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
     out = tmp_path / "sft"
     argv = [*HUNT, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "3", "--save-steps", "1",
@@ -270,3 +289,12 @@ def test_evaluation_on_held_out_seeds(runs, tmp_path):
     assert 1 <= summary["turns"][0] <= 2  # the run's turn cap came with it
     assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(summary))
     assert llm_eval.wilson(0, 64)[0] == 0.0 and 0.05 < llm_eval.wilson(0, 64)[1] < 0.06
+    # the guide's table and curve, from these files
+    script = Path(__file__).resolve().parents[1] / "docs" / "llm_training_figures.py"
+    done = subprocess.run([sys.executable, str(script), "--eval", f"grpo={tmp_path / 'eval.json'}",
+                           "--run", str(runs["grpo"]), "--plot", str(tmp_path / "curve.png")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| grpo | 3 |"))
+    assert row.count("[") == 4 and "2 steps" in done.stdout
+    assert (tmp_path / "curve.png").stat().st_size > 10_000

@@ -4,13 +4,13 @@ entry points (the scripted server as ``python -m``, arena-agent's ``main()``) on
 import json
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from llm_helpers import validate_transcript
+from process_helpers import free_port
 
 from arena_envs.llm.cli import main
 
@@ -28,11 +28,6 @@ def test_the_python_blocks_run(capsys):
     printed = capsys.readouterr().out
     assert "messages[1]: rule 'tool-answers-call'" in printed and "1 tool-answers-call" in printed
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 from openenv.cli._cli_utils import validate_env_structure
 from openenv.cli._validation import validate_multi_mode_deployment
 from openenv.core import GenericEnvClient
+from process_helpers import free_port
 
 from arena_envs.serve.cli import main as arena_serve
 
@@ -21,11 +22,6 @@ BIN = Path(sys.executable).parent
 def run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True, timeout=600)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_export_passes_openenv_validate_and_serves(tmp_path):

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from browser_helpers import CHROMEDRIVER, CHROMIUM, chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -23,7 +22,6 @@ from arena_envs.viewer.demo import record_demo
 from arena_envs.viewer.episodes import Episodes
 from arena_envs.wrappers.record import EPISODES_FILE
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # where the screenshots go: docs/images with ARENA_VIEW_SCREENSHOTS=docs/images (how the docs' ones
 # were made), else a temporary directory, so that a test run leaves the checkout as it was
 SCREENSHOTS = os.environ.get("ARENA_VIEW_SCREENSHOTS")
@@ -54,15 +52,8 @@ def images(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -102,8 +102,7 @@ def load_model(model: str, gguf_file: str | None = None, *, dtype: str = "float3
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         network = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **kwargs)
     except Exception as error:  # a missing directory, a hub id without network, a broken file...
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelLoadError(f"cannot load {model!r}: {reason}") from None
+        raise ModelLoadError(f"cannot load {model!r}: {first_line(error)}") from None
     if gguf_file is not None:
         # the weights are plain tensors now: forget the GGUF "quantizer", so the model trains and saves
         network.hf_quantizer.remove_quantization_config(network)
@@ -114,6 +113,17 @@ def load_model(model: str, gguf_file: str | None = None, *, dtype: str = "float3
     if tokenizer.chat_template is None:
         raise ModelLoadError(f"cannot train {model!r} on chat environments: its tokenizer has no chat template")
     return network, tokenizer
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an allocation that failed (Python's, or torch's CPU or GPU allocator's)."""
+    return isinstance(error, MemoryError) or "can't allocate memory" in str(error) or \
+        type(error).__name__ == "OutOfMemoryError"
 
 
 def save_model(model, tokenizer, folder: Path) -> None:

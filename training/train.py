@@ -234,7 +234,16 @@ def train_llm(argv: list[str] | None) -> Path:
 
     args = llm_common.parse_args(argv)
     config, out, checkpoint = llm_common.prepare_run(args)
-    model = import_module(f"arena_envs.training.llm_{config['algo']}").train(config, out, checkpoint)
+    try:
+        model = import_module(f"arena_envs.training.llm_{config['algo']}").train(config, out, checkpoint)
+    except (MemoryError, RuntimeError) as error:
+        if not llm_common.out_of_memory(error):
+            raise
+        kept = llm_common.last_checkpoint(out / "checkpoints")
+        smaller = "--batch-size or --max-length" if config["algo"] == "sft" else \
+            "--group-size, --groups or --max-completion-tokens"
+        raise SystemExit(f"arena-train: out of memory ({llm_common.first_line(error)}); the last checkpoint is kept "
+                         f"({kept or 'none yet'}): lower {smaller} and run the same command with --resume") from None
     print(f"wrote {out} (the trained model: {model})")
     return out
 
