@@ -51,7 +51,7 @@ def curve(run: Path, out: Path) -> str:
     axes[1].set_ylim(-0.05, 1.05)
     axes[1].legend()
     summary = f"{len(steps)} steps, {seconds / 60:.1f} min of step time"
-    figure.suptitle(f"GRPO on {run.name}: {summary}")
+    figure.suptitle(f"GRPO, {summary}")
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=100)
