@@ -70,3 +70,19 @@ def test_a_server_of_another_scenario_is_named(tmp_path):
                 batch.reset(0)
         finally:
             batch.close()
+
+
+def test_a_remote_session_outlives_a_long_pause_between_steps(server_url):
+    """A model generating between steps leaves the batch idle for minutes on a CPU: the WebSockets'
+    keep-alive pings (uvicorn's: every 20 s, 20 s to answer) must still be answered, else the server
+    drops the socket and the next step lands in a new session with no episode."""
+    import time
+
+    batch = ChatBatch("TreasureHunt-v0", 2, remote=server_url)
+    try:
+        batch.reset([1, 2])
+        time.sleep(45)
+        steps = batch.step(['<tool_call>{"name": "ls", "arguments": {}}</tool_call>'] * 2)
+        assert all(step.messages[-1]["content"].startswith("[turn 1/50 |") for step in steps)
+    finally:
+        batch.close()

@@ -50,6 +50,7 @@ import asyncio
 import dataclasses
 import json
 import re
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -511,7 +512,14 @@ class ChatBatch:
 
     def __init__(self, env_id: str, size: int = 1, **options: Any):
         self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(asyncio.sleep(0))  # pools made inside bind to this loop
+        self._thread: threading.Thread | None = None
+        if options.get("remote") is not None:
+            # remote sessions hold WebSockets whose keep-alive pings must be answered while the
+            # caller computes between steps (a model generating): their loop runs on its own thread
+            self._thread = threading.Thread(target=self._loop.run_forever, name="chat-batch", daemon=True)
+            self._thread.start()
+        else:
+            self._loop.run_until_complete(asyncio.sleep(0))  # pools made inside bind to this loop
         self.pool = self._run(_make_pool(env_id, size, options))
         self.sessions = [self.pool.session() for _ in range(size)]
 
@@ -538,9 +546,14 @@ class ChatBatch:
     def close(self) -> None:
         if not self._loop.is_closed():
             self._run(_gather(*(s.close() for s in self.sessions)))
+            if self._thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join()
             self._loop.close()
 
     def _run(self, awaitable):
+        if self._thread is not None:
+            return asyncio.run_coroutine_threadsafe(awaitable, self._loop).result()
         return self._loop.run_until_complete(awaitable)
 
 
