@@ -24,6 +24,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # The fuzz suites read ARENA_FUZZ_EXAMPLES when they are imported, which is after this.
     if config.getoption("--soak"):
         os.environ["ARENA_FUZZ_EXAMPLES"] = str(config.getoption("--soak"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sb3_logs_in_the_session_folder(tmp_path_factory) -> None:
+    """SB3 makes a ``/tmp/SB3-<time>`` folder for each model built without a log folder (subprocesses too)."""
+    os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+
+
 HALF = 25.0  # default half_size
 IDLE_TOOL = 6
 QUERY_INVENTORY_TOOL = 4

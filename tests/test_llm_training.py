@@ -11,10 +11,12 @@ import csv
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,16 +40,20 @@ def gguf_args() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tmp_path_factory) -> Iterator[dict[str, Path]]:
     root = tmp_path_factory.mktemp("llm")
-    os.environ.setdefault("ARENA_MODEL_CACHE", str(root / "cache"))
+    environment = pytest.MonkeyPatch()
+    if "ARENA_MODEL_CACHE" not in os.environ:  # the GGUF's conversion, for this module only
+        environment.setenv("ARENA_MODEL_CACHE", str(root / "cache"))
     sft, grpo = root / "sft", root / "grpo"
     main([*HUNT, "--algo", "sft", *gguf_args(), "--max-steps", "2", "--episodes", "4", "--batch-size", "2",
           "--max-length", "512", "--learning-rate", "1e-3", "--out", str(sft)])
     main([*HUNT, "--algo", "grpo", "--model", str(sft), "--max-steps", "2", "--group-size", str(GROUP),
           "--groups", "2", "--max-turns", "2", "--max-new-tokens", "24", "--no-call-penalty", "0.1",
           "--out", str(grpo)])
-    return {"sft": sft, "grpo": grpo}
+    yield {"sft": sft, "grpo": grpo}
+    environment.undo()
+    shutil.rmtree(root)  # GBs of checkpoints: gone when the module is, pass or fail
 
 
 def rows(path: Path) -> list[dict[str, str]]:
@@ -217,7 +223,7 @@ def test_out_of_memory_is_one_line_that_says_what_to_lower(runs, tmp_path):
 def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
     out = tmp_path / "sft"
     argv = [*HUNT, "--algo", "sft", "--model", str(runs["sft"]), "--max-steps", "3", "--save-steps", "1",
-            "--episodes", "2", "--batch-size", "1", "--max-length", "384", "--out", str(out)]
+            "--keep-checkpoints", "1", "--episodes", "2", "--batch-size", "1", "--max-length", "384", "--out", str(out)]
     process = subprocess.Popen([sys.executable, "-c", "from arena_envs.training.train import main; main()", *argv],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -230,6 +236,7 @@ def test_interrupted_run_resumes_from_its_last_checkpoint(runs, tmp_path):
     assert not (out / "model").exists() and done == 1
     assert "--resume" in one_line_error(argv)  # the interrupted run is never overwritten
     main([*argv, "--resume"])
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["checkpoint-3"]  # --keep-checkpoints 1
     state = json.loads((out / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3 and (out / "model" / "config.json").is_file()
     steps = [int(r["step"]) for r in rows(out / "progress.csv")]

@@ -296,6 +296,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
                         help="environment argument, e.g. difficulty=easy (JSON values allowed)")
     parser.add_argument("--save-steps", type=int, default=10, help="checkpoint every this many steps")
+    parser.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept, the newest "
+                        "(each holds the model and its optimizer state: 1.6 GB for SmolLM2-135M)")
     parser.add_argument("--batch-size", type=int, default=4, help="sft: transcripts per step")
     parser.add_argument("--episodes", type=int, default=64, help="sft: scripted episodes to learn from")
     parser.add_argument("--max-length", type=int, default=2048, help="sft: tokens per transcript (longer: cut)")
@@ -314,7 +316,8 @@ def parse_args(argv: list[str] | None):
     args = parser.parse_args(argv)
     if args.env_url is not None and (args.algo != "grpo" or chat_env_id(args.env) != CHAT_ENVS["treasurehunt"]):
         parser.error("--env-url plays GRPO episodes of TreasureHunt-v0 on an arena-serve treasure_hunt server")
-    for name in ("max_steps", "episodes", "batch_size", "group_size", "groups", "max_new_tokens", "save_steps"):
+    for name in ("max_steps", "episodes", "batch_size", "group_size", "groups", "max_new_tokens", "save_steps",
+                 "keep_checkpoints"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -351,7 +354,8 @@ def prepare_run(args) -> tuple[dict[str, Any], Path, str | None]:
         "env_kwargs": dict(args.env_arg),
         "max_steps": args.max_steps or (100 if sft else 50),
         "learning_rate": args.learning_rate or (1e-4 if sft else 1e-5) * (10 if args.lora else 1),
-        "lora": args.lora, "lora_rank": args.lora_rank, "save_steps": args.save_steps, "threads": args.threads,
+        "lora": args.lora, "lora_rank": args.lora_rank, "save_steps": args.save_steps,
+        "keep_checkpoints": args.keep_checkpoints, "threads": args.threads,
     }
     if sft:
         config.update(batch_size=args.batch_size, episodes=args.episodes, max_length=args.max_length)
@@ -368,7 +372,8 @@ def trainer_arguments(config: dict[str, Any], out: Path) -> dict[str, Any]:
     a log row every step (CSV and TensorBoard through :func:`run_callbacks`)."""
     return {"output_dir": str(out / "checkpoints"), "max_steps": config["max_steps"],
             "learning_rate": config["learning_rate"], "logging_steps": 1, "save_steps": config["save_steps"],
-            "save_strategy": "steps", "report_to": "none", "use_cpu": True, "seed": config["seed"],
+            "save_total_limit": config.get("keep_checkpoints", 2), "save_strategy": "steps", "report_to": "none",
+            "use_cpu": True, "seed": config["seed"],
             "disable_tqdm": True, "dataloader_num_workers": 0, "save_only_model": False,
             # float32 throughout: TRL turns bf16 autocast on by default, and then the policy trained
             # is not the one whose log-probabilities the rollout recorded
