@@ -6,10 +6,13 @@ transcripts, returns and outcomes must be the ones the same replies make in proc
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from process_helpers import free_port, serving
 
 from arena_envs.llm import ChatBatch, ChatPool, format_reply
@@ -86,3 +89,47 @@ def test_a_remote_session_outlives_a_long_pause_between_steps(server_url):
         assert all(step.messages[-1]["content"].startswith("[turn 1/50 |") for step in steps)
     finally:
         batch.close()
+
+
+SCRIPTED = "scripted"  # stands for the scripted agent's reply to what the session reads at that moment
+REPLIES = st.sampled_from([None, "", "Let me think.", SCRIPTED, SCRIPTED,
+                           '<tool_call>{"name": "ls", "arguments": {}}</tool_call>',
+                           '{"tool": "cd", "params": {"path": "/nowhere"}}',
+                           '<tool_call>{"name": "cat", "arguments": {"path": 7}}</tool_call>'])
+SIZE = 3
+OPERATIONS = st.lists(st.one_of(st.lists(REPLIES, min_size=SIZE, max_size=SIZE),
+                                st.lists(st.integers(0, 10**6), min_size=SIZE, max_size=SIZE).map(tuple)),
+                      min_size=1, max_size=10)
+
+
+def read(step) -> tuple | None:
+    return None if step is None else (step.messages, round(step.reward, 6), step.terminated, step.truncated)
+
+
+@pytest.fixture(scope="module")
+def batches(server_url):
+    local = ChatBatch("TreasureHunt-v0", SIZE, max_turns=6, difficulty="easy")
+    remote = ChatBatch("TreasureHunt-v0", SIZE, max_turns=6, remote=server_url)
+    yield local, remote
+    local.close()
+    remote.close()
+
+
+@settings(max_examples=int(os.environ.get("ARENA_FUZZ_EXAMPLES", "15")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seeds=st.lists(st.integers(0, 10**6), min_size=SIZE, max_size=SIZE), operations=OPERATIONS)
+def test_any_sequence_of_resets_and_ragged_steps_reads_as_in_process(batches, seeds, operations):
+    """Sessions at different turns, some sitting steps out, reset mid-episode: the remote batch's
+    sessions step concurrently on their own thread and must still read exactly as the local ones."""
+    local, remote = batches
+    assert remote.reset(seeds) == local.reset(seeds)
+    for operation in operations:
+        if isinstance(operation, tuple):  # a reset of every session, whatever turn it is at
+            assert remote.reset(list(operation)) == local.reset(list(operation))
+            continue
+        replies = [format_reply(policy_for(s.messages)(s.messages), "hermes")["content"] if r == SCRIPTED else r
+                   for r, s in zip(operation, local.sessions, strict=True)]
+        assert [read(step) for step in remote.step(replies)] == [read(step) for step in local.step(replies)]
+    for mine, theirs in zip(remote.sessions, local.sessions, strict=True):
+        assert (mine.messages, mine.turn, mine.done, round(mine.episode_return, 6)) == \
+               (theirs.messages, theirs.turn, theirs.done, round(theirs.episode_return, 6))
