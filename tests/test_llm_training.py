@@ -101,6 +101,36 @@ def test_sft_loss_on_assistant_tokens_only(runs):
     assert start == len(ids)
 
 
+def test_an_episode_is_trained_without_the_step_padding_and_the_same_log_probabilities(runs):
+    """TRL pads a step's episodes to the longest; a micro-batch of one drops the columns that are padding
+    in every row. The log-probabilities of its completion tokens, what the loss reads, do not change."""
+    from transformers import AutoModelForCausalLM
+
+    from arena_envs.training.llm_grpo import without_padding_columns
+
+    model = AutoModelForCausalLM.from_pretrained(runs["sft"] / "model", dtype=torch.float32).eval()
+    prompt, completion = torch.tensor([[0, 0, 0, 5, 6, 7, 8]]), torch.tensor([[9, 10, 11, 12, 0, 0, 0, 0]])
+    prompt_mask, completion_mask = (prompt != 0).long(), (completion != 0).long()
+    inputs = {"prompt_ids": prompt, "prompt_mask": prompt_mask, "completion_ids": completion,
+              "completion_mask": completion_mask, "tool_mask": torch.tensor([[1, 0, 1, 1, 0, 0, 0, 0]]),
+              "advantages": torch.tensor([0.5]), "num_items_in_batch": torch.tensor(3)}
+    trimmed = without_padding_columns(inputs)
+    assert trimmed["prompt_ids"].tolist() == [[5, 6, 7, 8]] and trimmed["completion_ids"].tolist() == [[9, 10, 11, 12]]
+    assert trimmed["tool_mask"].tolist() == [[1, 0, 1, 1]] and trimmed["advantages"] is inputs["advantages"]
+
+    def completion_logprobs(batch) -> torch.Tensor:
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+        mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, -batch["completion_ids"].size(1) - 1:-1]
+        chosen = logits.log_softmax(-1).gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
+        return chosen[batch["completion_mask"].bool()]
+
+    # equal up to float32 rounding (the rotary angles of other absolute positions): these ids are unlikely,
+    # log-probabilities near -27
+    torch.testing.assert_close(completion_logprobs(trimmed), completion_logprobs(inputs), atol=1e-4, rtol=1e-4)
+
+
 def test_grpo_trains_the_generated_ids_and_no_environment_token(runs):
     tokenizer = tokenizer_of(runs["sft"])
     records = rollouts(runs["grpo"])

@@ -264,7 +264,29 @@ def make_trainer_class():
                 dump_json_line(self.rollout.out / "rollouts.jsonl", record)
             return output
 
+        def _compute_loss(self, model, inputs):
+            return super()._compute_loss(model, without_padding_columns(inputs))
+
     return ArenaGRPOTrainer
+
+
+def without_padding_columns(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A training micro-batch without the columns that are padding in every row: the prompt's left ones
+    and the completion's right ones. The loss is unchanged: padding carries none, attention is causal,
+    and rotary positions are relative (a shift of every position changes no attention score, up to float
+    rounding)."""
+    prompt = inputs["prompt_mask"].any(0).nonzero()
+    completion = inputs["completion_mask"].any(0).nonzero()
+    start = int(prompt[0]) if len(prompt) else 0
+    end = int(completion[-1]) + 1 if len(completion) else 1
+    width = inputs["completion_ids"].size(1)
+    trimmed = dict(inputs)
+    for key, value in inputs.items():
+        if key in ("prompt_ids", "prompt_mask"):
+            trimmed[key] = value[:, start:]
+        elif isinstance(value, torch.Tensor) and value.dim() == 2 and value.size(1) == width:
+            trimmed[key] = value[:, :end]  # the completion's ids, masks and per-token values
+    return trimmed
 
 
 def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
@@ -285,8 +307,12 @@ def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
     # every step takes `groups` fresh seeds; TRL repeats each `group_size` times, in a row
     seeds = range(config["seed"], config["seed"] + config["max_steps"] * config["groups"])
     dataset = Dataset.from_list([{"prompt": seed_prompt(seed)} for seed in seeds])
-    arguments = GRPOConfig(**trainer_arguments(config, out), per_device_train_batch_size=group_size * config["groups"],
-                           num_generations=group_size, steps_per_generation=1, num_iterations=1, beta=0.0,
+    # one optimizer step per step's episodes, trained one episode at a time (gradients accumulated):
+    # TRL pads a step's episodes to the longest, and an episode alone is trained without that padding
+    # (see without_padding_columns), about half the tokens of a Treasure Hunt step
+    arguments = GRPOConfig(**trainer_arguments(config, out), per_device_train_batch_size=1,
+                           gradient_accumulation_steps=group_size * config["groups"],
+                           num_generations=group_size, num_iterations=1, beta=0.0,
                            temperature=config["temperature"], top_k=0, scale_rewards="group",
                            max_completion_length=config["max_completion_tokens"], log_completions=False)
     trainer = make_trainer_class()(model=model, reward_funcs=[arena_reward], args=arguments, train_dataset=dataset,
