@@ -1,7 +1,7 @@
 """The before/after table and the reward curve of the LLM training guide.
 
     python docs/llm_training_figures.py --eval base=runs/eval_base.json sft=runs/eval_sft.json \\
-        grpo=runs/eval_grpo.json --run runs/grpo --plot docs/images/llm_grpo_reward.png
+        grpo=runs/eval_grpo.json --run runs/grpo --last-step 10 --plot docs/images/llm_grpo_curve.png
 
 Prints one Markdown row per evaluation (``python -m arena_envs.training.llm_eval ... --json``): success,
 mean return, readable-call rate and turns, each with its 95% interval; and plots the GRPO run's
@@ -28,15 +28,17 @@ def table(evaluations: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def curve(run: Path, out: Path) -> str:
-    """Plot the run's per-step metrics; returns a line with its steps and wall time."""
+def curve(run: Path, out: Path, last_step: int | None = None) -> str:
+    """Plot the run's per-step metrics (up to ``last_step``: the checkpoint evaluated); returns a line with
+    its steps and wall time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     with (run / "progress.csv").open() as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get("arena/reward")]
+        rows = [row for row in csv.DictReader(handle) if row.get("arena/reward")
+                and (last_step is None or int(row["step"]) <= last_step)]
     steps = [int(row["step"]) for row in rows]
     seconds = sum(float(row.get("step_time") or 0) for row in rows)
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -50,7 +52,7 @@ def curve(run: Path, out: Path) -> str:
     axes[1].set_xlabel("GRPO step")
     axes[1].set_ylim(-0.05, 1.05)
     axes[1].legend()
-    summary = f"{len(steps)} steps, {seconds / 60:.1f} min of step time"
+    summary = f"{len(steps)} step{'s' * (len(steps) != 1)}, {seconds / 60:.1f} min of step time"
     figure.suptitle(f"GRPO, {summary}")
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval", nargs="+", default=[], metavar="NAME=JSON", help="llm_eval summaries, in order")
     parser.add_argument("--run", type=Path, help="the GRPO run directory")
     parser.add_argument("--plot", type=Path, help="where the curve goes (PNG)")
+    parser.add_argument("--last-step", type=int, help="plot the steps up to this one (the checkpoint evaluated)")
     args = parser.parse_args(argv)
     evaluations = {}
     for item in args.eval:
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     if evaluations:
         print(table(evaluations))
     if args.run is not None and args.plot is not None:
-        print(f"{args.plot}: {curve(args.run, args.plot)}")
+        print(f"{args.plot}: {curve(args.run, args.plot, args.last_step)}")
 
 
 if __name__ == "__main__":

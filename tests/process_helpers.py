@@ -18,21 +18,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_until_answered(process: subprocess.Popen, url: str, timeout: float = 120) -> None:
+    """Poll ``url`` until it answers 200; an AssertionError with the process's output if it exits first
+    or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if requests.get(url, timeout=5).ok:
+                return
+        except requests.ConnectionError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            output = process.communicate(timeout=10)[0] if process.poll() is not None else "(still running)"
+            raise AssertionError(f"{process.args[0]} did not answer {url}: {(output or '')[-2000:]}")
+        time.sleep(0.2)
+
+
 @contextmanager
 def serving(argv: Sequence[str], ready_url: str, timeout: float = 120) -> Iterator[subprocess.Popen]:
     """Run ``argv`` until ``ready_url`` answers 200; stop it with SIGTERM (then SIGKILL) after the block."""
     process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if requests.get(ready_url, timeout=5).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{argv[0]} did not start: {process.communicate(timeout=10)[0][-2000:]}")
-            time.sleep(0.2)
+        wait_until_answered(process, ready_url, timeout)
         yield process
     finally:
         if process.poll() is None:

@@ -244,6 +244,80 @@ def test_nothing_is_stored_by_reference():
     assert env.session.messages is not env.session.messages
 
 
+def test_messages_from_an_index_are_copies_of_the_transcripts_tail():
+    env = ChatEnv(HUNT)
+    env.reset(seed=0)
+    env.step(format_reply([("pwd", {})], "hermes"))
+    session = env.session
+    assert [session.messages_from(k) for k in (0, 2, 4, 9)] == [env.messages, env.messages[2:], env.messages[4:], []]
+    session.messages_from(2)[0]["content"] = "changed"
+    assert env.messages[2]["content"] != "changed"
+
+
+@pytest.mark.parametrize("scenario", ["Foraging-v0", "TeamCapture"])
+def test_the_runner_shows_an_agent_the_transcript_as_it_stands_whatever_the_agent_does_with_it(scenario):
+    """The runner keeps its own copy of each transcript, adding each new message once, and hands the
+    agent a list of its own each turn: an agent that rearranges that list changes neither the session
+    nor what it is shown next."""
+    import asyncio
+
+    from arena_envs.llm import ChatPool
+    from arena_envs.llm.agents import ScriptedChatAgent
+    from arena_envs.llm.runner import run_episode, run_team_episode
+
+    shown, truth = [], []
+
+    class Scribbler(ScriptedChatAgent):
+        sessions: dict = {}
+
+        async def reply(self, messages, tools, episode=None):
+            shown.append(copy.deepcopy(messages))
+            truth.append(copy.deepcopy(self.sessions[episode].messages) if episode in self.sessions else None)
+            answer = await super().reply(messages, tools, episode)
+            messages.pop(0)
+            messages[-1] = {"role": "user", "content": "scribbled"}
+            messages.append({"role": "user", "content": "appended"})
+            return answer
+
+    async def play():
+        agent = Scribbler("hermes")
+        if scenario == "TeamCapture":
+            from arena_envs.llm import team
+
+            made = team.TeamChat
+
+            def spy(*args, **kwargs):  # the match's sessions, for reading their true transcripts
+                match = made(*args, **kwargs)
+                agent.sessions.update({f"3/0/{name}": session for name, session in match.sessions.items()})
+                return match
+
+            team.TeamChat = spy
+            try:
+                records = await run_team_episode(agent, 3, chat_agents=["blue_agent_1", "red_agent_1"],
+                                                 max_turns=4)
+            finally:
+                team.TeamChat = made
+        else:
+            pool = ChatPool(scenario, 1, max_turns=4)
+            session_of = pool.session
+
+            def spy():
+                session = session_of()
+                agent.sessions["3/0"] = session
+                return session
+
+            pool.session = spy
+            records = [await run_episode(pool, agent, 3)]
+        return records
+
+    records = asyncio.run(play())
+    assert len(shown) >= 4 and all(record.error is None for record in records)
+    assert shown == truth  # every turn: the session's transcript, untouched by the scribbles before
+    for record in records:
+        validate_messages(record.messages)
+        assert all(m["content"] not in ("scribbled", "appended") for m in record.messages)
+
+
 def test_a_failing_world_leaves_the_transcript_valid():
     env = ChatEnv(HUNT)
     env.reset(seed=0)

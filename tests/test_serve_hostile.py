@@ -24,6 +24,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from process_helpers import free_port, wait_until_answered
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
@@ -56,12 +57,6 @@ def wait_for(condition, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def arena_serve(*args: str, program: list[str] | None = None):
     """``arena-serve`` (``python -m arena_envs.serve``, or ``program``) in a process of its
@@ -74,13 +69,7 @@ def arena_serve(*args: str, program: list[str] | None = None):
                                text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(url + "/health", timeout=5).ok:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, "arena-serve did not start"
-            time.sleep(0.2)
+        wait_until_answered(process, url + "/health", timeout=90)
         yield url, process
     finally:
         if process.poll() is None:

@@ -16,6 +16,7 @@ import gymnasium as gym
 import pytest
 import requests
 from openenv.core import GenericEnvClient
+from process_helpers import free_port, wait_until_answered
 from serve_helpers import ScriptedCaller
 from typer.testing import CliRunner
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -316,18 +317,12 @@ def test_shutdown_answers_the_call_in_flight_before_closing():
 
 
 def test_arena_serve_cli_binds_loopback_and_stops_cleanly_on_sigterm(tmp_path):
-    port = 18000 + os.getpid() % 1000
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "arena_envs.serve", "treasure_hunt", "--port", str(port),
                                 "--max-sessions", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(url + "/health", timeout=5).ok:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, "arena-serve did not start"
-            time.sleep(0.2)
+        wait_until_answered(process, url + "/health", timeout=60)
         with GenericEnvClient(base_url=url).sync() as env:
             assert env.reset(seed=1).observation["text"]
         process.send_signal(signal.SIGTERM)

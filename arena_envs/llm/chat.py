@@ -137,6 +137,7 @@ class ChatSession:
         self.options = dataclasses.replace(options or ChatOptions(), **keywords)
         self.tools = backend.tools
         self._messages: list[dict[str, Any]] = []
+        self._encoded: list[str] = []  # each message's JSON, for the copies handed out
         self.turn = 0
         self.ticks = 0
         self.episode_return = 0.0
@@ -148,7 +149,18 @@ class ChatSession:
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The transcript so far (a copy: changing it never changes the session's)."""
-        return _copies(self._messages)
+        return self.messages_from(0)
+
+    def messages_from(self, start: int) -> list[dict[str, Any]]:
+        """Copies of the transcript's messages from index ``start`` on. A caller that shows a model the
+        transcript every turn keeps its own copy and adds the new ones: copying the whole transcript
+        each turn took 60% of a 256-session chat step."""
+        return json.loads(f"[{','.join(self._encoded[start:])}]")  # each message's JSON, kept as appended
+
+    def _append(self, messages: list[dict[str, Any]]) -> None:
+        """The transcript only grows: messages are plain JSON (see :func:`_plain`), never changed once in."""
+        self._messages += messages
+        self._encoded += [json.dumps(message) for message in messages]
 
     @property
     def length(self) -> int:
@@ -173,8 +185,8 @@ class ChatSession:
                                turns=self.turn_budget, tools=self.tools if o.tools_in_prompt else None,
                                no_call_penalty=o.no_call_penalty, **self.backend.prompt_facts())
         self.turn = self.ticks = 0
-        self._messages = [{"role": "system", "content": system},
-                          {"role": "user", "content": self._marked(observation)}]
+        self._messages, self._encoded = [], []
+        self._append([{"role": "system", "content": system}, {"role": "user", "content": self._marked(observation)}])
         self.episode_return = 0.0
         self.done = False
         self.last_info = dict(info)
@@ -309,7 +321,7 @@ class ChatSession:
         user = "\n".join(part for part in (*notes, self._marked(observation, turn)) if part)
         if user:
             new.append({"role": "user", "content": user})
-        self._messages += [stored, *new]  # the reply and its answers together: the transcript stays valid
+        self._append([stored, *new])  # the reply and its answers together: the transcript stays valid
         self.turn = turn
         self.ticks += ticks
         self.episode_return += reward

@@ -147,13 +147,16 @@ async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, ind
     session = pool.session()
     tally = _Tally(EpisodeRecord(pool.scenario, seed, group, index), agent)
     try:
-        _messages, tools = await session.reset(seed)
+        # the transcript the agent reads: the runner's copy, each message copied once as it comes, in a
+        # list of the agent's own each turn (the messages in it are shared between turns)
+        shown, tools = await session.reset(seed)
         tally.record.tools = tools
         while not session.done:
-            reply = await agent.reply(session.messages, tools, episode=f"{seed}/{index}")
+            reply = await agent.reply(list(shown), tools, episode=f"{seed}/{index}")
             if not tally.reply(reply):
                 break
             tally.step((await session.step(reply.message)).info)
+            shown += session.messages_from(len(shown))
     except Exception as error:  # an episode's failure is recorded, never shared with the others
         tally.failed(error)
     finally:
@@ -178,11 +181,14 @@ async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0
     tallies = {name: _Tally(EpisodeRecord("TeamCapture", seed, group, index, agent=name), agent) for name in names}
     try:
         openings = await match.areset(seed)
+        shown = {name: messages for name, (messages, _tools) in openings.items()}  # as in run_episode
         for name, (_messages, tools) in openings.items():
             tallies[name].record.tools = tools
         while not match.done:
             live = [name for name in names if not match.sessions[name].done]
-            replies = await asyncio.gather(*(agent.reply(match.sessions[n].messages, match.sessions[n].tools,
+            for name in live:
+                shown[name] += match.sessions[name].messages_from(len(shown[name]))
+            replies = await asyncio.gather(*(agent.reply(list(shown[n]), match.sessions[n].tools,
                                                          episode=f"{seed}/{index}/{n}") for n in live))
             answered = [tallies[name].reply(reply) for name, reply in zip(live, replies, strict=True)]
             if not all(answered):
