@@ -330,7 +330,8 @@ class ChatSession:
         step_info = {**info, **parsed.telemetry(), "turn": turn, "ticks": ticks,
                      "calls_invalid": len(invalid), "invalid": invalid, "ended_by": ended_by,
                      "no_call_penalty": penalty}
-        return ChatStep(_copies(new), float(reward), bool(terminated), bool(truncated), step_info)
+        return ChatStep(self.messages_from(len(self._messages) - len(new)), float(reward), bool(terminated),
+                        bool(truncated), step_info)
 
     def _marked(self, observation: str, turn: int = 0) -> str:
         """The observation with its ``[turn i/N]`` marker counting replies against the turn budget.
@@ -444,19 +445,6 @@ def _why(call: ParsedCall, result: str) -> str:
         return result[:200]
     return str(data.get("error_message") or data.get("error") or result)[:200] if isinstance(data, dict) \
         else result[:200]
-
-
-def _copies(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies for the caller, all the way down: changing them never changes the transcript."""
-    return [_copied(message) for message in messages]
-
-
-def _copied(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copied(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copied(item) for item in value]
-    return value
 
 
 # -- many sessions ----------------------------------------------------------------------
