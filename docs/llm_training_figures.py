@@ -4,7 +4,8 @@
         grpo=runs/eval_grpo.json --run runs/grpo --last-step 10 --plot docs/images/llm_grpo_curve.png
 
 Prints one Markdown row per evaluation (``python -m arena_envs.training.llm_eval ... --json``): success,
-mean return, readable-call rate and turns, each with its 95% interval; and plots the GRPO run's
+mean return, readable-call rate and turns, each with its 95% interval; for an evaluation made with
+``--baseline``, a line with its seed-by-seed difference from that baseline; and plots the GRPO run's
 reward, success and readable-call rate per step (``progress.csv``), with the step count and wall time.
 """
 
@@ -26,6 +27,18 @@ def table(evaluations: dict[str, dict]) -> str:
         cells = [f"{summary[key][0]:.3f} [{summary[key][1]:.3f}, {summary[key][2]:.3f}]" for key, _ in COLUMNS]
         lines.append(f"| {name} | {summary['episodes']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def differences(evaluations: dict[str, dict]) -> list[str]:
+    """One line per evaluation compared with a baseline (``llm_eval --baseline``): the paired differences."""
+    lines = []
+    for name, summary in evaluations.items():
+        if "versus" in summary:
+            versus = summary["versus"]
+            cells = [f"{key} {versus[key][0]:+.3f} [{versus[key][1]:+.3f}, {versus[key][2]:+.3f}]"
+                     for key in ("success", "return")]
+            lines.append(f"{name} minus {versus['baseline']}, seed by seed: " + ", ".join(cells))
+    return lines
 
 
 def curve(run: Path, out: Path, last_step: int | None = None) -> str:
@@ -73,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         evaluations[name] = json.loads(Path(path).read_text())
     if evaluations:
         print(table(evaluations))
+        print("\n".join(differences(evaluations)))
     if args.run is not None and args.plot is not None:
         print(f"{args.plot}: {curve(args.run, args.plot, args.last_step)}")
 

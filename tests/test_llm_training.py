@@ -231,6 +231,26 @@ def test_bad_input_one_line_errors(tmp_path, capsys):
     assert raised.value.code == 2 and "invalid choice: 'smoke-signals'" in capsys.readouterr().err
 
 
+def test_the_settings_trl_trains_with(tmp_path, capsys):
+    """The flags reach TRL's config: a step's episodes are one optimizer step, trained one at a time, with
+    the chosen token weighting, in float32 and without recomputed activations."""
+    from arena_envs.training.llm_common import parse_args, prepare_run
+    from arena_envs.training.llm_grpo import grpo_arguments
+
+    args = parse_args([*HUNT, "--algo", "grpo", "--model", "x", "--group-size", "4", "--groups", "3",
+                       "--loss-type", "grpo", "--out", str(tmp_path / "run")])
+    config, out, _ = prepare_run(args)
+    trl = grpo_arguments(config, out)
+    assert (trl.loss_type, trl.num_generations, trl.per_device_train_batch_size) == ("grpo", 4, 1)
+    assert trl.gradient_accumulation_steps == 12 and trl.steps_per_generation == 12
+    assert not (trl.activation_checkpointing or trl.bf16 or trl.fp16) and trl.beta == 0.0
+    del config["loss_type"]  # a run made before the flag trains as it did: TRL's default
+    assert grpo_arguments(config, out).loss_type == "dapo"
+    with pytest.raises(SystemExit) as raised:
+        parse_args([*HUNT, "--algo", "grpo", "--model", "x", "--loss-type", "ppo", "--out", str(tmp_path / "b")])
+    assert raised.value.code == 2 and "invalid choice: 'ppo'" in capsys.readouterr().err
+
+
 def test_out_of_memory_is_one_line_that_says_what_to_lower(runs, tmp_path):
     """A real allocation failure: the process's address space capped at 4 GB, enough to load the model
     and not to train a batch of four 1,024-token transcripts."""
@@ -325,13 +345,22 @@ def test_evaluation_on_held_out_seeds(runs, tmp_path):
         assert low <= value <= high
     assert 1 <= summary["turns"][0] <= 2  # the run's turn cap came with it
     assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(summary))
+    assert [e["seed"] for e in summary["per_episode"]] == [100_000, 100_001, 100_002]
+    # sampling is seeded: the same model on the same seeds plays the same episodes, a difference of zero
+    again = llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
+                           "--baseline", str(tmp_path / "eval.json"), "--json", str(tmp_path / "again.json")])
+    assert again["per_episode"] == summary["per_episode"]
+    assert again["versus"] == {"baseline": str(runs["grpo"]), "success": [0.0, 0.0, 0.0], "return": [0.0, 0.0, 0.0]}
+    with pytest.raises(SystemExit):  # a baseline of other seeds is refused before anything is played
+        llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--seed", "5", "--baseline", str(tmp_path / "eval.json")])
     assert llm_eval.wilson(0, 64)[0] == 0.0 and 0.05 < llm_eval.wilson(0, 64)[1] < 0.06
     # the guide's table and curve, from these files
     script = Path(__file__).resolve().parents[1] / "docs" / "llm_training_figures.py"
-    done = subprocess.run([sys.executable, str(script), "--eval", f"grpo={tmp_path / 'eval.json'}",
+    done = subprocess.run([sys.executable, str(script), "--eval", f"grpo={tmp_path / 'again.json'}",
                            "--run", str(runs["grpo"]), "--last-step", "1", "--plot", str(tmp_path / "curve.png")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.startswith("| grpo | 3 |"))
     assert row.count("[") == 4 and "1 step," in done.stdout  # the run's 2 steps, plotted up to step 1
+    assert f"grpo minus {runs['grpo']}, seed by seed: success +0.000 [+0.000, +0.000]" in done.stdout
     assert (tmp_path / "curve.png").stat().st_size > 10_000
