@@ -6,7 +6,13 @@
 The episodes are played by the same rollout GRPO trains with (:class:`~arena_envs.training.llm_grpo.ChatRollout`),
 so a model is judged exactly as it acts in training. A run directory brings its environment settings
 (``--env``, ``--env-arg``, ``--max-turns`` override them). Prints success, mean return, readable-call rate
-and turns, each with its 95% interval, and writes them as JSON with ``--json``.
+and turns, each with its 95% interval, and writes them as JSON with ``--json``, each episode's outcome included.
+
+Sampling is seeded by ``--seed``, so the same model on the same seeds plays the same episodes. Two models
+are compared seed by seed with ``--baseline EVAL.json`` (another evaluation on the same seeds): the
+difference in success and in return, each with the 95% interval of the mean of the per-seed differences.
+Pairing removes what the seeds share (a deep trail is hard for both), so that interval is narrower than
+the two separate ones suggest.
 """
 
 from __future__ import annotations
@@ -41,6 +47,24 @@ def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, float, f
     return mean, mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
 
 
+def outcome(episode: dict[str, Any]) -> dict[str, Any]:
+    """What one episode of an evaluation kept: enough to compare two models seed by seed."""
+    return {"seed": episode["seed"], "success": episode["success"], "return": episode["env_return"],
+            "turns": episode["turns"], "readable": sum(episode["readable"]) / max(len(episode["readable"]), 1)}
+
+
+def paired_difference(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` minus ``baseline`` in success and return: the mean per-seed difference and its interval."""
+    ours = {e["seed"]: e for e in summary["per_episode"]}
+    theirs = {e["seed"]: e for e in baseline.get("per_episode", [])}
+    if sorted(ours) != sorted(theirs):
+        raise ValueError("the baseline was not evaluated on the same seeds (or holds no per-episode outcomes): "
+                         f"{summary['seeds']} here, {baseline.get('seeds')} there")
+    return {"baseline": baseline["model"],
+            **{key: list(mean_interval([float(ours[s][key]) - float(theirs[s][key]) for s in sorted(ours)]))
+               for key in ("success", "return")}}
+
+
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(episodes)
     wins = sum(e["success"] for e in episodes)
@@ -50,7 +74,8 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
             "success": [wins / n, *wilson(wins, n)],
             "return": list(mean_interval([e["env_return"] for e in episodes])),
             "readable_call_rate": [sum(replies) / max(len(replies), 1), *mean_interval(readable_by_episode)[1:]],
-            "turns": list(mean_interval([float(e["turns"]) for e in episodes]))}
+            "turns": list(mean_interval([float(e["turns"]) for e in episodes])),
+            "per_episode": [outcome(e) for e in episodes]}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -58,10 +83,17 @@ def table(summary: dict[str, Any]) -> str:
     for key in ("success", "return", "readable_call_rate", "turns"):
         value, low, high = summary[key]
         lines.append(f"{key:<20} {value:8.3f}  [{low:.3f}, {high:.3f}]")
+    if "versus" in summary:
+        lines.append(f"minus {summary['versus']['baseline']}, seed by seed:")
+        for key in ("success", "return"):
+            value, low, high = summary["versus"][key]
+            lines.append(f"  {key:<18} {value:+8.3f}  [{low:+.3f}, {high:+.3f}]")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import torch
+
     from arena_envs.training.llm_grpo import ChatRollout
 
     parser = argparse.ArgumentParser(prog="python -m arena_envs.training.llm_eval",
@@ -77,7 +109,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--json", help="write the summary here")
+    parser.add_argument("--baseline", type=Path, metavar="EVAL.json",
+                        help="another model's evaluation on the same seeds: report the difference seed by seed")
     args = parser.parse_args(argv)
+    baseline = None
+    if args.baseline is not None:
+        try:
+            baseline = json.loads(args.baseline.read_text())
+        except (OSError, ValueError) as error:
+            parser.error(f"--baseline: cannot read {args.baseline}: {error}")
+        if baseline.get("seeds") != [args.seed, args.seed + args.episodes] or "per_episode" not in baseline:
+            parser.error(f"--baseline: {args.baseline} holds no per-episode outcomes of seeds "
+                         f"{args.seed} to {args.seed + args.episodes - 1}")
 
     run_config = Path(args.model) / "config.yaml"
     config: dict[str, Any] = yaml.safe_load(run_config.read_text()) if run_config.is_file() else {}
@@ -97,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"llm_eval: {error}") from None
     rollout = ChatRollout(config, tokenizer, Path("."))
     episodes: list[dict[str, Any]] = []
+    torch.manual_seed(args.seed)  # the same model on the same seeds samples the same episodes
     try:
         for start in range(args.seed, args.seed + args.episodes, args.batch):
             seeds = list(range(start, min(start + args.batch, args.seed + args.episodes)))
@@ -105,6 +149,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rollout.close()
     summary = {"model": args.model, "env_id": config["env_id"], "seeds": [args.seed, args.seed + args.episodes],
                **summarise(episodes)}
+    if baseline is not None:
+        try:
+            summary["versus"] = paired_difference(summary, baseline)
+        except ValueError as error:
+            raise SystemExit(f"llm_eval: --baseline {args.baseline}: {error}") from None
     print(table(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")

@@ -289,9 +289,22 @@ def without_padding_columns(inputs: dict[str, Any]) -> dict[str, Any]:
     return trimmed
 
 
+def grpo_arguments(config: dict[str, Any], out: Path):
+    """TRL's ``GRPOConfig`` for a run: one optimizer step per step's episodes, trained one episode at a time
+    (gradients accumulated). TRL pads a step's episodes to the longest, and an episode alone is trained
+    without that padding (see :func:`without_padding_columns`), about half the tokens of a Treasure Hunt step."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(**trainer_arguments(config, out), per_device_train_batch_size=1,
+                      gradient_accumulation_steps=config["group_size"] * config["groups"],
+                      num_generations=config["group_size"], num_iterations=1, beta=0.0,
+                      loss_type=config.get("loss_type", "dapo"),  # runs made before the flag: TRL's default
+                      temperature=config["temperature"], top_k=0, scale_rewards="group",
+                      max_completion_length=config["max_completion_tokens"], log_completions=False)
+
+
 def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
     from datasets import Dataset
-    from trl import GRPOConfig
 
     model, tokenizer = model_for(config)
     rollout = ChatRollout(config, tokenizer, out)
@@ -307,14 +320,7 @@ def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
     # every step takes `groups` fresh seeds; TRL repeats each `group_size` times, in a row
     seeds = range(config["seed"], config["seed"] + config["max_steps"] * config["groups"])
     dataset = Dataset.from_list([{"prompt": seed_prompt(seed)} for seed in seeds])
-    # one optimizer step per step's episodes, trained one episode at a time (gradients accumulated):
-    # TRL pads a step's episodes to the longest, and an episode alone is trained without that padding
-    # (see without_padding_columns), about half the tokens of a Treasure Hunt step
-    arguments = GRPOConfig(**trainer_arguments(config, out), per_device_train_batch_size=1,
-                           gradient_accumulation_steps=group_size * config["groups"],
-                           num_generations=group_size, num_iterations=1, beta=0.0,
-                           temperature=config["temperature"], top_k=0, scale_rewards="group",
-                           max_completion_length=config["max_completion_tokens"], log_completions=False)
+    arguments = grpo_arguments(config, out)
     trainer = make_trainer_class()(model=model, reward_funcs=[arena_reward], args=arguments, train_dataset=dataset,
                                    processing_class=tokenizer, peft_config=peft_config(config),
                                    callbacks=run_callbacks(out), rollout_func=rollout)
