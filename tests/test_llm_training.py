@@ -251,6 +251,18 @@ def test_the_settings_trl_trains_with(tmp_path, capsys):
     assert raised.value.code == 2 and "invalid choice: 'ppo'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"seeds": [100000, 100064]}'])
+def test_a_baseline_that_is_not_an_evaluation_of_these_seeds_is_refused_before_any_model_loads(text, tmp_path,
+                                                                                                 capsys):
+    from arena_envs.training import llm_eval
+
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(text)
+    with pytest.raises(SystemExit) as raised:
+        llm_eval.main([str(tmp_path / "no-model"), "--env", "TreasureHunt-v0", "--baseline", str(baseline)])
+    assert raised.value.code == 2 and "--baseline" in capsys.readouterr().err
+
+
 def test_out_of_memory_is_one_line_that_says_what_to_lower(runs, tmp_path):
     """A real allocation failure: the process's address space capped at 4 GB, enough to load the model
     and not to train a batch of four 1,024-token transcripts."""

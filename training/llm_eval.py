@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             baseline = json.loads(args.baseline.read_text())
         except (OSError, ValueError) as error:
             parser.error(f"--baseline: cannot read {args.baseline}: {error}")
-        if baseline.get("seeds") != [args.seed, args.seed + args.episodes] or "per_episode" not in baseline:
+        if not isinstance(baseline, dict) or baseline.get("seeds") != [args.seed, args.seed + args.episodes] \
+                or "per_episode" not in baseline:
             parser.error(f"--baseline: {args.baseline} holds no per-episode outcomes of seeds "
                          f"{args.seed} to {args.seed + args.episodes - 1}")
 
