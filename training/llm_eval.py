@@ -50,7 +50,8 @@ def mean_interval(values: list[float], z: float = 1.96) -> tuple[float, float, f
 def outcome(episode: dict[str, Any]) -> dict[str, Any]:
     """What one episode of an evaluation kept: enough to compare two models seed by seed."""
     return {"seed": episode["seed"], "success": episode["success"], "return": episode["env_return"],
-            "turns": episode["turns"], "readable": sum(episode["readable"]) / max(len(episode["readable"]), 1)}
+            "turns": episode["turns"], "readable": sum(episode["readable"]) / max(len(episode["readable"]), 1),
+            "generated_tokens": sum(len(reply) for reply in episode["generated"])}
 
 
 def paired_difference(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
@@ -69,13 +70,14 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(episodes)
     wins = sum(e["success"] for e in episodes)
     replies = [r for e in episodes for r in e["readable"]]
-    readable_by_episode = [sum(e["readable"]) / max(len(e["readable"]), 1) for e in episodes]
+    outcomes = [outcome(e) for e in episodes]
     return {"episodes": n,
             "success": [wins / n, *wilson(wins, n)],
-            "return": list(mean_interval([e["env_return"] for e in episodes])),
-            "readable_call_rate": [sum(replies) / max(len(replies), 1), *mean_interval(readable_by_episode)[1:]],
-            "turns": list(mean_interval([float(e["turns"]) for e in episodes])),
-            "per_episode": [outcome(e) for e in episodes]}
+            "return": list(mean_interval([o["return"] for o in outcomes])),
+            "readable_call_rate": [sum(replies) / max(len(replies), 1),
+                                   *mean_interval([o["readable"] for o in outcomes])[1:]],
+            "turns": list(mean_interval([float(o["turns"]) for o in outcomes])),
+            "per_episode": outcomes}
 
 
 def table(summary: dict[str, Any]) -> str:
