@@ -1,4 +1,4 @@
-"""``PythonSandboxEnv``: ordinary CPython in an OS sandbox (bubblewrap or Docker), one jail per session.
+"""``PythonSandboxEnv``: ordinary CPython in an OS sandbox (bubblewrap), one jail per session.
 
 The environment class of the tool-system seed's ``code_interpreter``::
 
@@ -17,8 +17,9 @@ step(code)     runs ``code`` (a string) in the session; returns everything it pr
 reset()        ends the jail and starts a fresh process in a fresh jail for the next step
 time limit     ``time_limit`` s per step (default 5, ``inf`` for none): the jail is killed,
                the step returns ``TimeoutError: ...`` and the session's variables are lost
-memory limit   ``memory_limit`` bytes of address space per process (default 256 MiB):
-               ``MemoryError``
+memory limit   ``memory_limit`` bytes (default 256 MiB) of address space per process
+               (``MemoryError``) and of memory for the whole jail: its processes, files,
+               shared memory, kernel memory; past it, "out of memory" and a fresh jail
 processes      at most ``max_processes`` processes and threads in the jail (default 64)
 disk           ``/work`` (the working directory) and ``/tmp`` are private tmpfs of
                ``disk_limit`` bytes each (default 64 MiB)
@@ -27,11 +28,12 @@ output         at most ``max_output`` characters (default 10,000), then a trunca
 
 The code is not restricted: any module, ``open``, ``subprocess``, ``ctypes``. The boundary
 is the jail (:mod:`arena_envs.tools.sandbox_jail`): no network, nothing of the host but a
-read-only interpreter, no way to see or signal this process. ``backend`` picks the jail:
-``"bwrap"``, ``"docker"`` (``docker_image`` must have Python), ``None`` for the first that
-works here; with none, :class:`SandboxUnavailable` says what to install. The worker inside
-is :mod:`arena_envs.tools.sandbox_worker`; requests and replies travel on their own pipes as
-length-prefixed frames, and stdout is only ever output, so nothing printed can pass for a reply.
+read-only interpreter, no way to see or signal this process. ``backend`` is ``"bwrap"`` (or
+``None``, the same); where it cannot run, :class:`SandboxUnavailable` says what to install.
+The worker inside is :mod:`arena_envs.tools.sandbox_worker`; requests and replies travel on
+their own pipes as length-prefixed frames, and stdout is only ever output, so nothing printed
+can pass for a reply. A reply is believed only when the kernel shows the worker waiting for
+the next request; output printed between steps belongs to no step and is dropped.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ import math
 import os
 import select
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -52,8 +53,8 @@ from .sandbox_jail import (
     Limits,
     SandboxUnavailable,
     pick_backend,
+    read_syscall,
     start_bwrap,
-    start_docker,
     start_unsafe,
 )
 from .sandbox_worker import frame, write_all
@@ -65,9 +66,16 @@ _LOST = "the session was restarted, its variables are lost"
 STARTUP_TIMEOUT = 60.0  # s for a jail to start (not counted in the time limit: a busy machine is slow at it)
 
 
-def _positive_int(name: str, value: object, least: int = 1) -> int:
+_MOST_PROCESSES = 2**22  # the kernel's PID_MAX_LIMIT: more can never run (pids.max refuses more)
+_READ = read_syscall()
+_SETTLE = 2.0  # s a worker that replied has to be back in read() before its reply counts as forged
+
+
+def _positive_int(name: str, value: object, least: int = 1, most: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name} must be an integer of at least {least:,}, got {value!r}")
+    if most is not None and value > most:
+        raise ValueError(f"{name} must be at most {most:,}, got {value:,}")
     return value
 
 
@@ -76,7 +84,7 @@ class PythonSandboxEnv:
 
     def __init__(self, time_limit: float = 5.0, memory_limit: int | None = 256 * 2**20, max_output: int = 10_000,
                  max_code: int = 100_000, max_processes: int = 64, disk_limit: int = 64 * 2**20,
-                 backend: str | None = None, docker_image: str | None = None) -> None:
+                 backend: str | None = None) -> None:
         if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
             raise ValueError(f"time_limit must be a positive number of seconds (inf for none), got {time_limit!r}")
         if memory_limit is not None:
@@ -85,15 +93,13 @@ class PythonSandboxEnv:
         self.memory_limit = None if memory_limit is None or memory_limit >= _RLIM_INFINITY else memory_limit
         self.max_output = _positive_int("max_output", max_output)
         self.max_code = _positive_int("max_code", max_code)
-        self.max_processes = _positive_int("max_processes", max_processes, 8)  # bwrap, its init, python, threads
-        self.disk_limit = _positive_int("disk_limit", disk_limit, 2**20)
-        if docker_image is not None and (not isinstance(docker_image, str) or not docker_image.strip()):
-            raise ValueError(f"docker_image must be an image name, got {docker_image!r}")
+        # bwrap, its init, python, threads
+        self.max_processes = _positive_int("max_processes", max_processes, 8, _MOST_PROCESSES)
+        self.disk_limit = _positive_int("disk_limit", disk_limit, 2**20, _RLIM_INFINITY)  # tmpfs' and rlimits' most
         self.backend = pick_backend(backend)
         if self.backend == UNSAFE:
             warnings.warn(f"PythonSandboxEnv(backend={UNSAFE!r}) runs code with your user's rights: no jail, "
                           f"no network isolation; only for code you trust", stacklevel=2)
-        self.docker_image = docker_image or f"python:{sys.version_info[0]}.{sys.version_info[1]}-slim"
         self._jail: Jail | None = None
         self._seq = 0
         self._lock = threading.Lock()  # one request at a time on the jail's pipes
@@ -146,12 +152,7 @@ class PythonSandboxEnv:
 
     def _start(self) -> Jail:
         if self._jail is None:
-            if self.backend == "bwrap":
-                self._jail = start_bwrap(self._limits())
-            elif self.backend == "docker":
-                self._jail = start_docker(self._limits(), self.docker_image)
-            else:
-                self._jail = start_unsafe(self._limits())
+            self._jail = (start_bwrap if self.backend == "bwrap" else start_unsafe)(self._limits())
         return self._jail
 
     def _kill(self) -> None:
@@ -167,12 +168,16 @@ class PythonSandboxEnv:
             if outcome != "ok":
                 return self._failed(jail, output, outcome, starting=True)
             jail.ready = True
+        elif not _between_steps(jail):
+            return self._failed(jail, output, "protocol")
         self._seq += 1
         try:
             write_all(jail.requests, frame(self._seq, code.encode("utf-8", "surrogatepass")))
         except OSError:  # the jail ended since the last step (its worker died): see why below
             pass
         outcome = self._wait_reply(jail, output, self._seq, self.time_limit)
+        if jail.out_of_memory():  # a process of the jail was killed at its limit (the worker or not)
+            outcome = "memory"
         if outcome == "ok":
             return output.text()
         return self._failed(jail, output, outcome)
@@ -187,8 +192,12 @@ class PythonSandboxEnv:
             note = f"Error: the sandbox did not start{' ' if outcome == 'timeout' else ''}{why}"
         elif outcome == "timeout":
             note = f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped"
-        elif outcome == "protocol":
+        elif outcome == "protocol":  # what it printed may belong to an earlier step: none of it is shown
             note = "Error: the sandbox's reply channel was written to by the code"
+            output = _Output(0)
+        elif outcome == "memory":
+            note = (f"MemoryError: the jail ran out of memory (its limit is {self.memory_limit:,} bytes for all its "
+                    f"processes, files and shared memory) and was stopped")
         else:
             note = f"Error: the sandbox process {_how_it_ended(jail.process.returncode)}"
         text = output.text()
@@ -224,6 +233,33 @@ class PythonSandboxEnv:
                 if outcome is not None:
                     _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
                     return outcome
+
+
+def _between_steps(jail: Jail) -> bool:
+    """Whether the last step really ended: nothing came on the reply channel since its reply,
+    and the kernel shows the worker's main thread in ``read`` (waiting for a request; code
+    that forged its reply early is still running). Output printed since, by a thread or a
+    process the code left running, belongs to no step: it is dropped."""
+    if select.select([jail.replies], [], [], 0)[0] and os.read(jail.replies, 1 << 16):
+        return False
+    pid = jail.worker_pid()
+    deadline = time.monotonic() + _SETTLE
+    while pid is not None and not _waits_in_read(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+    _drain(jail.process.stdout.fileno(), _Output(0))
+    return True
+
+
+def _waits_in_read(pid: int) -> bool:
+    """Whether process ``pid``'s main thread is blocked in ``read`` (True when the kernel cannot
+    tell: an unknown architecture, a process gone, whose end the step itself then reports)."""
+    try:
+        call = open(f"/proc/{pid}/syscall").read().split()[0]  # noqa: SIM115, PTH123 - one read, hot path
+    except (OSError, IndexError):
+        return True
+    return _READ is None or call == str(_READ) or call.startswith("-")  # "-1": no longer running (a zombie)
 
 
 def _parse(reply: bytearray, seq: int) -> str | None:

@@ -30,6 +30,7 @@ MAGIC = b"ASBX"
 HEADER = len(MAGIC) + 4  # then the body's length, 4 bytes big-endian
 SEQ = 8  # a body starts with the request's number, 8 bytes big-endian
 MAX_FRAME = 64 * 2**20
+MAX_MESSAGE = 10_000  # characters of an error's message shown (the default max_output)
 
 
 def frame(seq: int, payload: bytes = b"") -> bytes:
@@ -73,12 +74,40 @@ def _limit(memory: int, processes: int, file_size: int) -> None:
 
 
 def _traceback(error: BaseException) -> str:
-    """The traceback of an error in the code, its own frames only (this file's are noise)."""
+    """The traceback of an error in the code, its own frames only (this file's are noise), its
+    message cut to MAX_MESSAGE characters: formatting a 100 MB message whole would need more
+    memory than the jail has, and the step would end with no error at all."""
     import traceback  # here, not at the start: it imports re and more, a cost to every jail's start
 
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
     head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
-    return "".join(head + traceback.format_exception_only(type(error), error))
+    try:
+        message = str(error)
+    except BaseException as broken:  # noqa: BLE001 - its __str__ is the code's: anything can happen
+        message = f"<its message could not be made: {type(broken).__name__}>"
+    if len(message) <= MAX_MESSAGE:
+        tail = traceback.format_exception_only(type(error), error)
+    else:
+        kind = type(error).__qualname__
+        if type(error).__module__ not in ("__main__", "builtins"):
+            kind = f"{type(error).__module__}.{kind}"
+        tail = [f"{kind}: {message[:MAX_MESSAGE]}\n[the message is {len(message):,} characters long, "
+                f"cut to {MAX_MESSAGE:,}]\n"]
+    return "".join(head + tail)
+
+
+def _report(error: BaseException) -> None:
+    """Write the code's error as Python would; when even that fails (no memory left, a broken
+    stderr), one line that says so."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(_traceback(error))
+    except BaseException as broken:  # noqa: BLE001
+        try:
+            os.write(1, f"{type(error).__name__} (its traceback could not be shown: {type(broken).__name__})\n"
+                        .encode())
+        except BaseException:  # noqa: BLE001 - fd 1 closed by the code: nothing left to tell
+            pass
 
 
 def main() -> None:
@@ -112,11 +141,7 @@ def main() -> None:
         try:
             exec(compile(code.decode("utf-8", "surrogatepass"), "<sandbox>", "exec"), namespace)  # noqa: S102 - the jail is the boundary
         except BaseException as error:  # the code's own error (SystemExit too), reported like Python does
-            try:
-                sys.stdout.flush()
-                sys.stderr.write(_traceback(error))
-            except BaseException:  # a broken stderr (closed by the code) must not end the session
-                pass
+            _report(error)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
