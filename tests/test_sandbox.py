@@ -171,8 +171,8 @@ def test_the_arena_bench_rows_are_all_measured():
     from arena_envs import bench
 
     rows = {name: (rate, unit) for name, rate, unit in bench.run(["--seconds", "0.3", "--only", "sandbox"])}
-    assert len(rows) == 14 and all(rate > 0 for rate, _ in rows.values()), rows
-    for label in ("bwrap jail", "no jail", "subprocess per call"):
+    assert len(rows) == 19 and all(rate > 0 for rate, _ in rows.values()), rows
+    for label in ("bwrap jail", "bwrap jail without memory cgroup and seccomp", "no jail", "subprocess per call"):
         assert rows[f"Sandbox calls, 16 ids: {label}"][1] == "calls/s"
         assert rows[f"Sandbox calls, 16 ids: {label}, p50"][0] <= rows[f"Sandbox calls, 16 ids: {label}, p99"][0]
 

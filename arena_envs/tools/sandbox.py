@@ -68,7 +68,7 @@ STARTUP_TIMEOUT = 60.0  # s for a jail to start (not counted in the time limit: 
 
 _MOST_PROCESSES = 2**22  # the kernel's PID_MAX_LIMIT: more can never run (pids.max refuses more)
 _READ = read_syscall()
-_SETTLE = 2.0  # s a worker that replied has to be back in read() before its reply counts as forged
+_SETTLE = 0.0002  # s between looks at a worker that replied and is not yet back in read()
 
 
 def _positive_int(name: str, value: object, least: int = 1, most: int | None = None) -> int:
@@ -184,7 +184,7 @@ class PythonSandboxEnv:
 
     def _failed(self, jail: Jail, output: _Output, outcome: str, starting: bool = False) -> str:
         """End the jail after ``outcome`` and say why, after what the code (or, ``starting``,
-        the sandbox program: bwrap's or docker's own errors) printed."""
+        the sandbox program: bwrap's own errors) printed."""
         self._kill()
         if starting:
             why = {"timeout": f"within {STARTUP_TIMEOUT:g} s", "protocol": ": it wrote something else than its hello",
@@ -192,9 +192,8 @@ class PythonSandboxEnv:
             note = f"Error: the sandbox did not start{' ' if outcome == 'timeout' else ''}{why}"
         elif outcome == "timeout":
             note = f"TimeoutError: the code ran for more than {self.time_limit:g} s and was stopped"
-        elif outcome == "protocol":  # what it printed may belong to an earlier step: none of it is shown
+        elif outcome == "protocol":
             note = "Error: the sandbox's reply channel was written to by the code"
-            output = _Output(0)
         elif outcome == "memory":
             note = (f"MemoryError: the jail ran out of memory (its limit is {self.memory_limit:,} bytes for all its "
                     f"processes, files and shared memory) and was stopped")
@@ -205,15 +204,24 @@ class PythonSandboxEnv:
 
     def _wait_reply(self, jail: Jail, output: _Output, seq: int, time_limit: float) -> str:
         """Read output until the reply to request ``seq`` (0: the worker's hello when it is
-        ready): "ok", "timeout", "ended" or "protocol"."""
+        ready): "ok", "timeout", "ended" or "protocol". The code can write a reply itself: a
+        reply counts once the kernel shows the worker's main thread in ``read``, waiting for the
+        next request, so that a forged one cannot end the step early (what the code prints
+        until it really ends is this step's output); one more byte on the channel is "protocol"."""
         deadline = None if math.isinf(time_limit) else time.monotonic() + time_limit
         out_fd, reply = jail.process.stdout.fileno(), bytearray()
-        open_fds = [out_fd, jail.replies]
+        open_fds, replied = [out_fd, jail.replies], False
         while True:
+            if replied and _waits_in_read(jail.worker_pid()):
+                _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
+                return "ok"
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return "timeout"
-            ready = select.select(open_fds, [], [], left)[0]
+            # after its reply, the worker is back in read() within microseconds (code that forged
+            # it runs on): look again soon
+            wait = left if not replied else _SETTLE if left is None else min(left, _SETTLE)
+            ready = select.select(open_fds, [], [], wait)[0]
             if out_fd in ready:
                 chunk = os.read(out_fd, 1 << 16)
                 if chunk:
@@ -228,38 +236,32 @@ class PythonSandboxEnv:
                     return "ended"
                 reply += chunk
                 outcome = _parse(reply, seq)
-                if outcome == "protocol" and seq == 0:  # docker's errors come on this pipe: show them
-                    output.add(bytes(reply) + _read_for(jail.replies, 0.5))
-                if outcome is not None:
-                    _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
+                if outcome == "protocol" or (outcome == "ok" and seq == 0):  # the hello comes before any code
+                    _drain(out_fd, output)
                     return outcome
+                replied = outcome == "ok"
 
 
 def _between_steps(jail: Jail) -> bool:
-    """Whether the last step really ended: nothing came on the reply channel since its reply,
-    and the kernel shows the worker's main thread in ``read`` (waiting for a request; code
-    that forged its reply early is still running). Output printed since, by a thread or a
-    process the code left running, belongs to no step: it is dropped."""
+    """Whether nothing came on the reply channel since the last step's reply (a genuine worker
+    only replies to a request). Output printed since, by a thread or a process the code left
+    running, belongs to no step: it is dropped."""
     if select.select([jail.replies], [], [], 0)[0] and os.read(jail.replies, 1 << 16):
         return False
-    pid = jail.worker_pid()
-    deadline = time.monotonic() + _SETTLE
-    while pid is not None and not _waits_in_read(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.0005)
     _drain(jail.process.stdout.fileno(), _Output(0))
     return True
 
 
-def _waits_in_read(pid: int) -> bool:
+def _waits_in_read(pid: int | None) -> bool:
     """Whether process ``pid``'s main thread is blocked in ``read`` (True when the kernel cannot
     tell: an unknown architecture, a process gone, whose end the step itself then reports)."""
+    if pid is None or _READ is None:
+        return True
     try:
         call = open(f"/proc/{pid}/syscall").read().split()[0]  # noqa: SIM115, PTH123 - one read, hot path
     except (OSError, IndexError):
         return True
-    return _READ is None or call == str(_READ) or call.startswith("-")  # "-1": no longer running (a zombie)
+    return call == str(_READ) or call.startswith("-")  # "-1": no longer running (a zombie)
 
 
 def _parse(reply: bytearray, seq: int) -> str | None:
@@ -305,19 +307,8 @@ def _drain(fd: int, output: _Output) -> None:
         output.add(chunk)
 
 
-def _read_for(fd: int, seconds: float) -> bytes:
-    """What ``fd`` gives within ``seconds`` (the rest of an error message)."""
-    data, deadline = bytearray(), time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
-
-
 def _how_it_ended(code: int | None) -> str:
-    """bwrap and docker report a signal as 128 + its number, Popen as its negative."""
+    """bwrap reports a signal as 128 + its number, Popen as its negative."""
     number = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
     if number is not None:
         try:

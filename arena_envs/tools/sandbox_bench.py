@@ -1,9 +1,11 @@
 """The code sandbox in ``arena-bench`` (``arena-bench --only sandbox``): what a jail costs.
 
-Three ways to run a model's Python, measured in one run:
+Four ways to run a model's Python, measured in one run:
 
 * ``bwrap``: :class:`~arena_envs.tools.sandbox.PythonSandboxEnv` on bubblewrap, a persistent
   process in a fresh jail per id;
+* ``bwrap without its memory cgroup and seccomp``: the same jail without those two (as it was
+  until 0.4), to show what they cost;
 * ``no jail``: the same worker as a plain child process (``backend="unsafe-no-isolation"``),
   to show what the jail itself adds;
 * ``subprocess``: a new ``python -c CODE`` per call (no state kept between calls), what
@@ -12,7 +14,8 @@ Three ways to run a model's Python, measured in one run:
 Rows: the cold start of an id (its first call, right after the last id's release, and
 ``GAP`` s after it, when the jail started at the release is ready), and
 with 16 ids calling at once through a :class:`~arena_envs.tools.resource_pool.ResourcePool`,
-calls/s and the p50 and p99 latency of a call.
+calls/s and the p50 and p99 latency of a call (the pools of the three jails take turns,
+so that the ratios of their rows hold on a loaded machine).
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ import numpy as np
 
 from .resource_pool import ResourcePool, run_in_thread
 from .sandbox import PythonSandboxEnv
-from .sandbox_jail import UNSAFE
+from .sandbox_jail import UNSAFE, Jail, start_bwrap
 
 IDS = 16
 GAP = 0.2  # s between a release and the next id's first call (a model thinking)
 CODE = "try:\n    total += sum(range(100))\nexcept NameError:\n    total = 0\nprint(total)"  # state kept, or not
 Row = tuple[str, float, str]
+UNHARDENED = "bwrap jail without memory cgroup and seccomp"
+ROUNDS = 6
 
 
 def _sandbox(backend: str) -> Callable[[], PythonSandboxEnv]:
@@ -42,6 +47,15 @@ def _sandbox(backend: str) -> Callable[[], PythonSandboxEnv]:
             warnings.simplefilter("ignore")  # the unsafe backend's warning, once per env
             return PythonSandboxEnv(backend=backend)
     return make
+
+
+class _UnhardenedSandbox(PythonSandboxEnv):
+    """The jail without its memory cgroup and seccomp filter (here only: what they cost)."""
+
+    def _start(self) -> Jail:
+        if self._jail is None:
+            self._jail = start_bwrap(self._limits(), hardened=False)
+        return self._jail
 
 
 def _subprocess_call(code: str) -> str:
@@ -91,34 +105,50 @@ def _sandbox_cold_starts(make: Callable[[], PythonSandboxEnv], seconds: float, g
         env.close()
 
 
-def _pool_calls(make: Callable[[], PythonSandboxEnv], seconds: float) -> tuple[float, np.ndarray]:
-    pool = ResourcePool(make, size=IDS)
+def _pool_calls(makes: dict[str, Callable[[], PythonSandboxEnv]],
+                seconds: float) -> dict[str, tuple[float, np.ndarray]]:
+    """(calls/s, latencies) of ``IDS`` ids calling at once on a pool of each of ``makes``. The
+    pools take turns, ``ROUNDS`` times: on a shared machine the load comes and goes, and so it
+    weighs on each alike (their ratio is what the rows are for)."""
+    pools = {label: ResourcePool(make, size=IDS) for label, make in makes.items()}
 
-    async def warm() -> None:  # every id's jail made before timing
+    async def warm(pool: ResourcePool) -> None:  # every id's jail made before timing
         await asyncio.gather(*(pool.call(CODE, id=i) for i in range(IDS)))
 
-    asyncio.run(warm())
+    calls = {label: [] for label in pools}
+    elapsed = dict.fromkeys(pools, 0.0)
     try:
-        return _latencies(lambda i: pool.call(CODE, id=i), seconds, IDS)
+        for pool in pools.values():
+            asyncio.run(warm(pool))
+        labels = list(pools)
+        for turn in range(ROUNDS):  # each goes first in turn: no pool is always the one after a pause
+            for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
+                pool = pools[label]
+                rate, latencies = _latencies(lambda i, pool=pool: pool.call(CODE, id=i), seconds / ROUNDS, IDS)
+                calls[label].append(latencies)
+                elapsed[label] += len(latencies) / rate
     finally:
-        asyncio.run(pool.aclose())
+        for pool in pools.values():
+            asyncio.run(pool.aclose())
+    return {label: (sum(map(len, calls[label])) / elapsed[label], np.concatenate(calls[label])) for label in pools}
 
 
 def bench_rows(seconds: float) -> list[Row]:
     rows: list[Row] = []
-    third = max(seconds / 3, 0.2)
-    for label, make in (("bwrap jail", _sandbox("bwrap")), ("no jail", _sandbox(UNSAFE))):
-        cold = _sandbox_cold_starts(make, third)
+    part = max(seconds / 4, 0.2)
+    makes = {"bwrap jail": _sandbox("bwrap"), UNHARDENED: _UnhardenedSandbox, "no jail": _sandbox(UNSAFE)}
+    for label, make in makes.items():
+        cold = _sandbox_cold_starts(make, part / len(makes))
         rows.append((f"Sandbox cold start of an id: {label}, p50", 1e6 * np.median(cold), "us"))
-        cold = _sandbox_cold_starts(make, third, gap=GAP)
+        cold = _sandbox_cold_starts(make, part / len(makes), gap=GAP)
         rows.append((f"Sandbox cold start of an id {GAP:g} s after a release: {label}, p50", 1e6 * np.median(cold),
                      "us"))
-        rate, latency = _pool_calls(make, third)
+    for label, (rate, latency) in _pool_calls(makes, 2 * part).items():
         rows += [(f"Sandbox calls, {IDS} ids: {label}", rate, "calls/s"),
                  (f"Sandbox calls, {IDS} ids: {label}, p50", 1e6 * np.percentile(latency, 50), "us"),
                  (f"Sandbox calls, {IDS} ids: {label}, p99", 1e6 * np.percentile(latency, 99), "us")]
-    cold = _cold_starts(lambda: _subprocess_call(CODE), third)
-    rate, latency = _latencies(lambda i: run_in_thread(_subprocess_call, CODE), third, IDS)
+    cold = _cold_starts(lambda: _subprocess_call(CODE), part / 2)
+    rate, latency = _latencies(lambda i: run_in_thread(_subprocess_call, CODE), part / 2, IDS)
     rows += [("Sandbox cold start of an id: subprocess per call, p50", 1e6 * np.median(cold), "us"),
              (f"Sandbox calls, {IDS} ids: subprocess per call", rate, "calls/s"),
              (f"Sandbox calls, {IDS} ids: subprocess per call, p50", 1e6 * np.percentile(latency, 50), "us"),
