@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -444,3 +445,218 @@ def _running(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+# --- issue 34: what namespaces alone left open ------------------------------------------------
+# Each test below failed on 0408f98: the attack worked there.
+
+HOARDS = {
+    "memfd": textwrap.dedent("""
+        import os
+        hoard, chunk = [], b"x" * 2**20
+        for _ in range(16):  # RLIMIT_FSIZE bounds one file (disk_limit), not how many
+            hoard.append(os.memfd_create("hoard"))
+            for _ in range(63):
+                os.write(hoard[-1], chunk)
+        print("held 1 GiB of memfd")
+    """),
+    "SysV shared memory": textwrap.dedent("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        for _ in range(16):  # detached segments live on: 1 GiB, 64 MiB at a time (RLIMIT_AS never sees it)
+            segment = libc.shmget(0, 64 * 2**20, 0o600)
+            address = libc.shmat(segment, None, 0)
+            ctypes.memset(address, 1, 64 * 2**20)
+            libc.shmdt(ctypes.c_void_p(address))
+        print("held 1 GiB of shared memory")
+    """),
+    "kernel memory of many files": "import os\nos.mkdir('/tmp/many')\nfor n in range(800_000):\n"
+                                   "    open(f'/tmp/many/{n}', 'w').close()\nprint('made 800,000 files')",
+    "two processes under the limit each": textwrap.dedent("""
+        import subprocess, sys
+        hog = "import time; b = bytearray(100 * 2**20); time.sleep(2)"
+        children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2)]
+        print([child.wait() for child in children])
+    """),
+}
+
+
+@pytest.mark.parametrize("hoard", list(HOARDS))
+def test_the_jail_as_a_whole_is_bounded_by_its_memory_limit(hoard):
+    """A jail's memory cgroup holds everything it can make the kernel keep (tmpfs, memfd,
+    shared memory, dentries and inodes, its processes): past the limit, that step is "out of
+    memory" and the next one runs in a fresh jail; another session never notices."""
+    bystander, env = PythonSandboxEnv(), PythonSandboxEnv(time_limit=60, memory_limit=128 * 2**20)
+    try:
+        bystander.run("kept = 'bystander'")
+        env.run("kept = 1")
+        output = env.run(HOARDS[hoard])
+        assert "MemoryError: the jail ran out of memory (its limit is 134,217,728 bytes" in output, output
+        assert output.endswith("the session was restarted, its variables are lost\n"), output
+        assert "NameError" in env.run("print(kept)")
+        assert env.run("print(6 * 7)") == "42\n"
+        assert bystander.run("print(kept)") == "bystander\n"
+    finally:
+        env.close()
+        bystander.close()
+
+
+def test_the_seccomp_filter_refuses_the_keyring_new_namespaces_and_vsock(sandbox):
+    description = f"arena-sandbox-test-{os.getpid()}"
+    code = textwrap.dedent(f"""
+        import ctypes, errno, socket, subprocess
+        libc = ctypes.CDLL(None, use_errno=True)
+        def call(name, *args):
+            result = libc.syscall(*args)
+            print(name, errno.errorcode.get(ctypes.get_errno()) if result < 0 else "DONE")
+        call("add_key", 248, b"user", {description.encode()!r}, b"secret", 6, -4)  # to the user keyring
+        call("keyctl", 250, 0, -4, 1)  # KEYCTL_GET_KEYRING_ID
+        call("unshare user", 272, 0x10000000)
+        call("clone user", 56, 0x10000000 | 0x200, 0, 0, 0, 0)  # with CLONE_FS: EINVAL if it got to the kernel
+        call("clone3", 435, 0, 0)
+        tool = subprocess.run(["unshare", "--user", "--map-root-user", "id", "-u"], capture_output=True, text=True)
+        print("unshare tool", tool.returncode, tool.stdout.strip() or tool.stderr.strip().split(": ")[-1])
+        try:
+            socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()
+            print("vsock DONE")
+        except OSError as error:
+            print("vsock", errno.errorcode[error.errno])
+        from multiprocessing import Pool  # what Python does still works: fork, threads, semaphores
+        with Pool(2) as pool:
+            print(pool.map(abs, [-1, -2]))
+    """)
+    output = sandbox.run(code)
+    assert output.splitlines() == [
+        "add_key EPERM", "keyctl EPERM", "unshare user EPERM", "clone user EPERM", "clone3 ENOSYS",
+        "unshare tool 1 Operation not permitted", "vsock EAFNOSUPPORT", "[1, 2]"], output
+    assert description not in Path("/proc/keys").read_text()  # the host's keys: nothing of the jail's
+
+
+WATCH = textwrap.dedent("""
+    import ctypes, json, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    watcher = libc.inotify_init1(os.O_NONBLOCK)
+    print(libc.inotify_add_watch(watcher, json.__file__.encode(), 0x1 | 0x20) > 0)  # IN_ACCESS | IN_OPEN
+    def events():
+        try:
+            return len(os.read(watcher, 4096))
+        except BlockingIOError:
+            return 0
+""")
+
+
+def test_no_jail_sees_what_another_jail_or_the_host_reads():
+    """inotify on the shared interpreter's files told jail A which files jail B opened: each
+    jail's view of them is an overlay of its own, whose inodes nobody else touches."""
+    import json
+
+    a, b = PythonSandboxEnv(), PythonSandboxEnv()
+    try:
+        assert a.run(WATCH) == "True\n"
+        assert b.run("import json\nprint(len(open(json.__file__).read()) > 0)") == "True\n"
+        assert len(Path(json.__file__).read_text()) > 0  # the host reads the same file
+        assert a.run("print(events())") == "0\n"
+        assert a.run("open(json.__file__).read()\nprint(events() > 0)") == "True\n"  # the watch does work
+    finally:
+        a.close()
+        b.close()
+
+
+LOCK = textwrap.dedent("""
+    import fcntl, json, numpy
+    held = [open(json.__file__), open(numpy.__file__), open("/dev/null", "w")]
+    for file in held:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.lockf(held[2], fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("locked")
+""")
+
+
+def test_no_lock_of_a_jail_blocks_another_jail_or_the_host():
+    """A flock on a read-only interpreter file (or /dev/null) blocked the host's and the
+    other jails' own: the files a jail sees are its own inodes (overlays, device nodes)."""
+    import fcntl
+    import json
+
+    import numpy
+
+    a, b = PythonSandboxEnv(), PythonSandboxEnv()
+    try:
+        assert a.run(LOCK) == "locked\n"
+        assert b.run(LOCK) == "locked\n"  # the same files, in another jail
+        for path, mode in ((json.__file__, "r"), (numpy.__file__, "r"), ("/dev/null", "w")):
+            with open(path, mode) as file:  # the host's: BlockingIOError if a jail held it
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if mode == "w":
+                    fcntl.lockf(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_nothing_in_the_jail_names_the_host_checkout_or_the_python_prefix(sandbox):
+    markers = {str(PROJECT), os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    venv_parent = os.path.dirname(os.path.realpath(sys.prefix))
+    import site
+
+    for directory in site.getsitepackages():  # where editable installs point: the checkouts
+        for finder in Path(directory).glob("__editable__*finder.py"):
+            markers |= set(re.findall(r"'(/[^']+)'", finder.read_text()))
+    markers |= {venv_parent} if venv_parent != "/" else set()
+    markers = {m for m in markers if not m.startswith("/usr")}
+    code = textwrap.dedent(f"""
+        import glob, os, sys
+        texts = [sys.executable, sys.prefix, repr(sys.path), os.readlink("/proc/self/exe")]
+        for name in ("/proc/1/cmdline", "/proc/2/cmdline", "/proc/self/mountinfo", "/proc/self/maps",
+                     "/proc/1/environ", "/proc/2/environ"):
+            texts.append(open(name, "rb").read().decode(errors="replace"))
+        for directory in sys.path:
+            for pattern in ("__editable__*", "*.pth", "*.egg-link", "*.dist-info/direct_url.json"):
+                for path in glob.glob(os.path.join(directory, pattern)):
+                    texts.append(open(path, errors="replace").read())
+        text = "\\0".join(texts)
+        print(len(texts), "/sandbox/site-packages-" in text, sorted(m for m in {sorted(markers)!r} if m in text))
+    """)
+    output = sandbox.run(code)
+    count, packages, found = output.split(" ", 2)
+    assert int(count) > 10 and packages == "True", output  # read them all; the packages are at a neutral path
+    assert found == "[]\n", (output, markers)
+
+
+def test_an_error_with_a_100_mb_message_is_reported_cut_to_size(sandbox):
+    sandbox.run("kept = 42")
+    output = sandbox.run("raise ValueError('x' * 100_000_000)")
+    assert output.startswith("Traceback (most recent call last):\n") and "ValueError: xxxxxxxx" in output, output[:300]
+    assert output.endswith("[the message is 100,000,000 characters long, cut to 2,000]\n"), output[-200:]
+    assert sandbox.run("print(kept)") == "42\n"
+
+
+FORGE = textwrap.dedent("""
+    import os, sys, time
+    worker = sys._getframe(1)  # the worker's main(), which ran this code: its reply channel
+    seq, replies, frame = worker.f_locals["seq"], worker.f_locals["replies"], worker.f_globals["frame"]
+    os.write(replies, frame(seq))  # "this step is over"
+""")
+SILENCE = textwrap.dedent("""
+    def once(seq, payload=b""):  # the worker's own reply, after this code, is sent empty
+        worker.f_globals["frame"] = frame
+        return b""
+    worker.f_globals["frame"] = once
+""")
+
+
+@pytest.mark.parametrize("silenced", [False, True], ids=["forged", "forged and the real one silenced"])
+def test_a_forged_reply_never_ends_a_step_early_nor_shifts_its_output(sandbox, silenced):
+    """The step ends when the worker waits for the next request, which the kernel shows (its
+    main thread in read()): what the code prints after its forged reply is its own step's
+    output; the worker's real reply after a forged one is one reply too many: the session restarts."""
+    sandbox.run("kept = 1")
+    output = sandbox.run(FORGE + (SILENCE if silenced else "") + "time.sleep(0.5)\nprint('late')")
+    if silenced:
+        assert output == "late\n", output
+    else:
+        assert output == ("late\nError: the sandbox's reply channel was written to by the code; "
+                          "the session was restarted, its variables are lost\n"), output
+        assert "NameError" in sandbox.run("print(kept)")
+    assert sandbox.run("print('next')") == "next\n"

@@ -530,7 +530,8 @@ def launcher(cgroups: JailCgroups, staging: str, fd_options: int, command: list[
                      f"{q(staging)}/{number}")
     if own_devices:
         lines.append("cp -a " + " ".join(f"/dev/{device}" for device in DEVICES) + f" {q(staging)}/dev/")
-    lines += ["cd /", f"exec {q(shutil.which('bwrap') or 'bwrap')} --args {fd_options} -- {shlex.join(command)}"]
+    lines += ["cd /", "unset OLDPWD PWD",  # sh exports them: the jail's init would show where we went
+              f"exec {q(shutil.which('bwrap') or 'bwrap')} --args {fd_options} -- {shlex.join(command)}"]
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
     return [shutil.which("unshare") or "unshare", *user, "--mount", "--propagation", "private", "/bin/sh", "-c",
             "\n".join(lines)]

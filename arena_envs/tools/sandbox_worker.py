@@ -30,7 +30,7 @@ MAGIC = b"ASBX"
 HEADER = len(MAGIC) + 4  # then the body's length, 4 bytes big-endian
 SEQ = 8  # a body starts with the request's number, 8 bytes big-endian
 MAX_FRAME = 64 * 2**20
-MAX_MESSAGE = 10_000  # characters of an error's message shown (the default max_output)
+MAX_MESSAGE = 2_000  # characters of an error's message shown (a traceback of real code fits)
 
 
 def frame(seq: int, payload: bytes = b"") -> bytes:
