@@ -7,9 +7,10 @@ STAMP  := $(VENV)/.installed
 .PHONY: test demo bench lint clean soak sysdeps docs
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
-# runs once, then): bubblewrap for the code sandbox's jail, headless Chromium and its driver for the
-# arena-view page tests.
-SYSTEM_PACKAGES := bubblewrap chromium chromium-driver
+# runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
+# (`mount`, `unshare`: each jail's overlays) for the code sandbox's jail, headless Chromium and its
+# driver for the arena-view page tests.
+SYSTEM_PACKAGES := bubblewrap libseccomp2 mount util-linux chromium chromium-driver
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
