@@ -553,11 +553,19 @@ def start_bwrap(limits: Limits, hardened: bool = True) -> Jail:
         data.append(_data_fd(b"".join(option.encode() + b"\0" for option in options)))
         argv = launcher(cgroups, staging, data[-1], worker_command(limits, *theirs), own_devices)
     except BaseException:
-        for fd in (*ours, *theirs, *data):
+        for fd in (*theirs, *data):
+            os.close(fd)
+        for fd in ours:
             os.close(fd)
         cgroups.remove()
         raise
-    return _spawn(argv, ours, (*theirs, *data), cgroups, pid_namespace=True)
+    try:
+        return _spawn(argv, ours, (*theirs, *data), cgroups, pid_namespace=True)
+    except BaseException:  # (_spawn closed the jail's ends)
+        for fd in ours:
+            os.close(fd)
+        cgroups.remove()
+        raise
 
 
 # --- no isolation -----------------------------------------------------------------------------
