@@ -37,7 +37,6 @@ import errno
 import functools
 import itertools
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -590,7 +589,3 @@ def pick_backend(backend: str | None) -> str:
     what = "the bwrap sandbox cannot run here" if backend else "no OS sandbox to run the code in"
     raise SandboxUnavailable(f"{what} (bwrap: {problem}). To fix: {INSTALL_HINT}")
 
-
-def read_syscall() -> int | None:
-    """The number of ``read`` on this machine (what a worker waiting for a request is in), or None."""
-    return {"x86_64": 0, "aarch64": 63}.get(platform.machine())
