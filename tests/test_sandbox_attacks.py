@@ -525,11 +525,19 @@ def test_the_seccomp_filter_refuses_the_keyring_new_namespaces_and_vsock(sandbox
         from multiprocessing import Pool  # what Python does still works: fork, threads, semaphores
         with Pool(2) as pool:
             print(pool.map(abs, [-1, -2]))
+        import fcntl, sqlite3  # locks on the jail's own files too
+        database = sqlite3.connect("/work/db.sqlite")
+        database.execute("create table t (x)")
+        database.execute("insert into t values (42)")
+        database.commit()
+        with open("/work/lock", "w") as file:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            print(database.execute("select x from t").fetchone()[0], "locked")
     """)
     output = sandbox.run(code)
     assert output.splitlines() == [
         "add_key EPERM", "keyctl EPERM", "unshare user EPERM", "clone user EPERM", "clone3 ENOSYS",
-        "unshare tool 1 Operation not permitted", "vsock EAFNOSUPPORT", "[1, 2]"], output
+        "unshare tool 1 Operation not permitted", "vsock EAFNOSUPPORT", "[1, 2]", "42 locked"], output
     assert description not in Path("/proc/keys").read_text()  # the host's keys: nothing of the jail's
 
 
@@ -632,12 +640,12 @@ def test_an_error_with_a_100_mb_message_is_reported_cut_to_size(sandbox):
     assert sandbox.run("print(kept)") == "42\n"
 
 
-FORGE = textwrap.dedent("""
+CHANNEL = textwrap.dedent("""
     import os, sys, time
     worker = sys._getframe(1)  # the worker's main(), which ran this code: its reply channel
     seq, replies, frame = worker.f_locals["seq"], worker.f_locals["replies"], worker.f_globals["frame"]
-    os.write(replies, frame(seq))  # "this step is over"
 """)
+FORGE = CHANNEL + 'os.write(replies, frame(seq))  # "this step is over"\n'
 SILENCE = textwrap.dedent("""
     def once(seq, payload=b""):  # the worker's own reply, after this code, is sent empty
         worker.f_globals["frame"] = frame
@@ -660,3 +668,18 @@ def test_a_forged_reply_never_ends_a_step_early_nor_shifts_its_output(sandbox, s
                           "the session was restarted, its variables are lost\n"), output
         assert "NameError" in sandbox.run("print(kept)")
     assert sandbox.run("print('next')") == "next\n"
+
+
+def test_what_the_code_does_between_steps_never_reaches_the_next_one(sandbox):
+    """Output printed between steps belongs to no step; a reply written between steps (the
+    next step's, forged in advance) restarts the session before the next step runs."""
+    later = "import threading, time\ndef later():\n    time.sleep(0.2)\n{}\nthreading.Thread(target=later).start()"
+    sandbox.run("kept = 1")
+    assert sandbox.run(later.format("    print('between')")) == ""
+    time.sleep(0.6)
+    assert sandbox.run("print('next')") == "next\n"
+    assert sandbox.run(CHANNEL + later.format("    os.write(replies, frame(seq + 1))")) == ""
+    time.sleep(0.6)
+    assert sandbox.run("print(kept)") == ("Error: the sandbox's reply channel was written to by the code; "
+                                          "the session was restarted, its variables are lost\n")
+    assert "NameError" in sandbox.run("print(kept)")
