@@ -62,6 +62,7 @@ from arena_envs.llm.backends import (
     RemoteHuntBackend,
     Tick,
     scenario_name,
+    universal_schemas,
 )
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
 from arena_envs.llm.prompts import no_call_note, system_prompt
@@ -222,7 +223,8 @@ class ChatSession:
         plan: list[_Planned] = []
         taken: set[str] = set()
         native = parsed.format == "openai"
-        entries = list(message.get("tool_calls") or ()) if native else []
+        # the calls were read from this list: a native format with anything else holds no call
+        entries = message["tool_calls"] if native and isinstance(message.get("tool_calls"), list) else []
         for k, call in enumerate(parsed.calls):
             entry = entries[k] if native else None
             function = entry.get("function") if isinstance(entry, dict) else None
@@ -483,6 +485,15 @@ class ChatPool:
 
             self.tool_pool = ToolPool(env_id, size=size, timeout=timeout, **self.env_kwargs)
         self._count = 0
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The OpenAI tool schemas its sessions offer."""
+        if self.tool_pool is None:
+            from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
+
+            return [dict(tool) for tool in TREASURE_HUNT_TOOL_SCHEMAS]
+        return universal_schemas(self.tool_pool.scenario.params)
 
     def session(self) -> ChatSession:
         """A new session (it takes a world at its first ``reset`` and frees it at ``close``)."""
