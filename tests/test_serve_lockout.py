@@ -202,6 +202,21 @@ def test_an_address_holding_half_open_connections_gets_no_more_and_others_still_
             play(url, "127.0.0.3", 0)
 
 
+def test_an_address_at_its_connection_cap_gets_no_more_and_others_still_do():
+    limits = Limits(connections_per_client=5, half_open_per_client=100)
+    with running(make_app("foraging", max_sessions=2, limits=limits)) as url:
+        held = [dial(url, "127.0.0.2") for _ in range(5)]  # open, quiet: not half-open yet
+        try:
+            with dial(url, "127.0.0.2") as sixth:
+                sixth.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer = sixth.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 503") and b"too many connections from 127.0.0.2 (at most 5)" in answer
+            play(url, "127.0.0.3", 0)
+        finally:
+            for sock in held:
+                sock.close()
+
+
 def test_attackers_on_several_addresses_filling_the_connection_cap_never_turn_away_a_client_on_another():
     """Past the cap in all, the server closes a waiting connection of the address holding the
     most to make room: three attacking addresses together cannot keep a fourth out."""
@@ -276,6 +291,23 @@ def test_one_address_may_hold_only_its_share_of_the_sessions_and_is_told_why():
         time.sleep(0.2)
         with session(url, "127.0.0.2") as again:  # a session closed: its place is the address's again
             assert call(again, {"type": "reset", "data": {"seed": 3}})["type"] == "observation"
+
+
+def test_a_client_closing_its_only_session_may_open_the_next_at_once():
+    """A socket whose client has gone no longer counts against its address's share, though
+    OpenEnv may still be closing its session (made slow here, as on a loaded machine)."""
+    app = make_app("foraging", max_sessions=1)
+    hub = app.state.hub
+    closed = hub._closed
+
+    def slowly_closed(session):  # OpenEnv closes a session's environment in its executor thread
+        time.sleep(0.5)
+        closed(session)
+
+    hub._closed = slowly_closed
+    with running(app) as url:
+        for k in range(3):
+            play(url, "127.0.0.2", k)
 
 
 def test_the_default_share_is_three_quarters_of_the_sessions():
