@@ -62,7 +62,6 @@ from arena_envs.llm.backends import (
     RemoteHuntBackend,
     Tick,
     scenario_name,
-    universal_schemas,
 )
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
 from arena_envs.llm.prompts import no_call_note, system_prompt
@@ -485,15 +484,6 @@ class ChatPool:
 
             self.tool_pool = ToolPool(env_id, size=size, timeout=timeout, **self.env_kwargs)
         self._count = 0
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        """The OpenAI tool schemas its sessions offer."""
-        if self.tool_pool is None:
-            from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
-
-            return [dict(tool) for tool in TREASURE_HUNT_TOOL_SCHEMAS]
-        return universal_schemas(self.tool_pool.scenario.params)
 
     def session(self) -> ChatSession:
         """A new session (it takes a world at its first ``reset`` and frees it at ``close``)."""

@@ -190,6 +190,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         summary,
         zero_spread_warning,
     )
+    from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
                "max_turns": args.max_turns, "call_format": args.format, "strict_parse": args.strict_parse,
@@ -218,7 +219,8 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, record=args.record, **options)
         except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
-        tools = pool.tools
+        tools = (TREASURE_HUNT_TOOL_SCHEMAS if pool.tool_pool is None  # Treasure Hunt
+                 else universal_schemas(pool.tool_pool.scenario.params))
     choice = tool_choice(args.tool_choice, tools)  # before the run: an unknown tool is refused now
     per_job = len(team["chat_agents"]) if team else 1
     if args.agent == "scripted":
