@@ -16,10 +16,11 @@ import os
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from llm_helpers import validate_transcript
+from jsonschema import Draft202012Validator
+from llm_helpers import CHAT_MESSAGE_SCHEMA
 
 import arena_envs  # noqa: F401
-from arena_envs.llm import FORMATS, ChatEnv, format_reply
+from arena_envs.llm import FORMATS, ChatEnv, format_reply, validate_messages
 from arena_envs.llm.parsers import PARSE_STATUSES
 
 HUNT = "arena_envs/TreasureHunt-v0"
@@ -59,6 +60,7 @@ def _written(fmt: str, calls: list, cut: int) -> object:
 
 
 _ENVS: dict[tuple[str, str, bool], ChatEnv] = {}
+MESSAGE = Draft202012Validator(CHAT_MESSAGE_SCHEMA)  # built once: 10,000 examples check their messages
 
 
 def env_for(scenario: str, fmt: str, strict: bool) -> ChatEnv:
@@ -98,7 +100,9 @@ def test_any_reply_gets_a_clean_observation_and_a_valid_transcript(reply, scenar
     assert step.info["parse_status"] in PARSE_STATUSES
     messages = env.messages
     assert len(messages) == before + 1 + len(step.messages)  # the reply, then its answers
-    validate_transcript(messages)
+    validate_messages(messages)  # the whole transcript, by the project's validator
+    for message in messages[before:]:  # and the new messages by the JSON schema of chat messages
+        MESSAGE.validate(message)
 
 
 @pytest.mark.parametrize("role", [5, None, ["assistant"], "user", {"a": 1}])
