@@ -11,17 +11,23 @@ so within a round memory may rise and fall).
 
 Each round also drives an ``arena-serve`` process (started once, its real entry point) with
 clients that open, step and close sessions while others abuse it (stall messages read off
-the loop, HTTP-made sessions, sessions that only ask for their state, slow sockets). After
-the round every session must be gone and every world free, every good client must have got
-every answer, and the server's resident memory must stay flat: growth past
-``SERVER_GROWTH_MB`` after the first round fails the soak.
+the loop, sessions that only ask for their state; from other loopback addresses, 200
+slowloris sockets, HTTP-made sessions held by sockets, an address taking all the sessions
+it may, malformed frames of every shape). Each good client has an address of its own.
+After the round every session must be gone and every world free, every good client must
+have got every answer (none kept out), and the server's resident memory must stay flat:
+growth past ``SERVER_GROWTH_MB`` after the first round fails the soak.
+
+The chat suite's Hypothesis strategy over whole replies runs at ``CHAT_EXAMPLES`` a round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
+import http.client
 import json
 import os
 import socket
@@ -33,8 +39,9 @@ from pathlib import Path
 
 import pytest
 
-SUITES = ["test_toollayer_fuzz.py", "test_treasure_hunt_fuzz.py", "test_pool_properties.py"]
+SUITES = ["test_toollayer_fuzz.py", "test_treasure_hunt_fuzz.py", "test_pool_properties.py", "test_serve_frames.py"]
 EXAMPLES = 500
+CHAT_SUITE, CHAT_EXAMPLES = "test_llm_chat_fuzz.py", 10_000
 SANDBOX_IDS, SANDBOX_POOL = 96, 8
 HOSTILE = [  # what one id in four runs before its checked calls (each ends its own jail or not)
     "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
@@ -115,7 +122,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "arena_envs.serve", "foraging", "--port", str(self.port), "--max-sessions", "32",
-             "--idle-timeout", "2", "--http-session-ttl", "2", "--header-timeout", "2", "--log-level", "error"])
+             "--sessions-per-client", "8", "--idle-timeout", "2", "--http-session-ttl", "2", "--header-timeout", "2",
+             "--log-level", "error"])
         deadline = time.monotonic() + 90
         while not self._up():
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -153,9 +161,12 @@ def serve_round(server: Server, clients: int = 12, steps: int = 40, abuse: bool 
     problems: list[str] = []
     done = threading.Event()
 
+    def dial(address: str) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", server.port), timeout=10, source_address=(address, 0))
+
     def good(k: int) -> None:
         try:
-            with connect(ws_url) as ws:
+            with connect(ws_url, sock=dial(f"127.0.1.{k + 1}")) as ws:  # an address of its own
                 ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
                 tick = json.loads(ws.recv(timeout=60))["data"]["observation"]["observation"]["tick"]
                 for _ in range(steps):
@@ -198,18 +209,57 @@ def serve_round(server: Server, clients: int = 12, steps: int = 40, abuse: bool 
                                                          "method": "openenv/session/create", "params": {}}, timeout=10)
                 time.sleep(0.5)
 
-    def slowloris() -> None:
+    def http_holder(address: str) -> None:  # HTTP-made sessions from another address, held by sockets
+        create = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}})
+        with contextlib.ExitStack() as stack, contextlib.suppress(Exception):
+            for _ in range(2):
+                link = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10, source_address=(address, 0))
+                link.request("POST", "/mcp", create, {"content-type": "application/json"})
+                made = json.loads(link.getresponse().read())
+                link.close()
+                ws = stack.enter_context(connect(f"{ws_url}?session_id={made['result']['session_id']}",
+                                                 sock=dial(address)))
+                ws.send(json.dumps({"type": "reset", "data": {"seed": 2}}))
+                ws.recv(timeout=60)
+            done.wait()
+
+    def hog() -> None:  # takes every session its address may have, and holds them
+        with contextlib.ExitStack() as stack, contextlib.suppress(Exception):
+            while not done.is_set():
+                ws = stack.enter_context(connect(ws_url, sock=dial("127.0.0.3")))
+                ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
+                if json.loads(ws.recv(timeout=60))["type"] == "error":  # its share is full: told why
+                    done.wait(60)
+
+    def malformed() -> None:  # frames of every wrong shape: each answered, the session lives on
+        frames = [{"type": ["step"]}, {"type": {"type": "step"}}, {"type": 5}, {"type": None},
+                  {"type": "step", "data": {"message": "\ud800"}}, {"type": "reset", "data": [1]}, "[1, 2]", "{"]
+        try:
+            with connect(ws_url, sock=dial("127.0.0.8")) as ws:
+                while not done.is_set():
+                    for frame in frames:
+                        ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+                        if json.loads(ws.recv(timeout=60))["type"] != "error":
+                            problems.append(f"malformed frame {frame!r} was not refused")
+                    ws.send(json.dumps({"type": "state"}))
+                    ws.recv(timeout=60)
+                    time.sleep(0.1)
+        except Exception as err:  # noqa: BLE001 - its session must live on
+            problems.append(f"malformed frames ended their session: {type(err).__name__}: {err}")
+
+    def slowloris() -> None:  # 200 half-open sockets from one address (the server closes some at once)
         sockets = []
-        with contextlib.suppress(OSError):
-            for _ in range(50):
-                sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                sock = dial("127.0.0.2")
                 sock.sendall(b"GET /health HTTP/1.1\r\n")
                 sockets.append(sock)
         done.wait(30)
         for sock in sockets:
             sock.close()
 
-    abusers = [staller, staller, zombie, http_sessions, slowloris] if abuse else []
+    abusers = [staller, staller, zombie, http_sessions, slowloris, hog, malformed,
+               *(functools.partial(http_holder, f"127.0.0.{k}") for k in (4, 5, 6, 7))] if abuse else []
     threads = [threading.Thread(target=f, daemon=True) for f in abusers]
     threads += [threading.Thread(target=good, args=(k,), daemon=True) for k in range(clients)]
     for thread in threads:
@@ -241,6 +291,9 @@ def main(minutes: float) -> int:
         while round_ == 0 or time.monotonic() < end:  # one round at least
             round_ += 1
             code = pytest.main(args)
+            chat = pytest.main([*args[:args.index("--soak") + 1], str(CHAT_EXAMPLES), "-o", "addopts=",
+                                "--timeout", "0", str(here / CHAT_SUITE)])  # 10,000 examples take minutes
+            code = code or chat
             wrong = sandbox_round()
             gc.collect()
             print(f"soak round {round_}: exit {int(code)}, sandbox answers wrong {wrong}, resident memory "

@@ -409,6 +409,29 @@ def test_arena_agent_sends_tool_choice_extra_body_and_lists_tools_when_not_sent(
     validate_transcript(record["messages"])
 
 
+def test_arena_agent_refuses_an_unknown_tool_choice_before_the_run_and_takes_the_openai_object_form(tmp_path,
+                                                                                                      capsys):
+    """An unknown name went to the server and came back as HTTP 500 on every retry (issue 34, item 11)."""
+    from arena_envs.llm.cli import main
+
+    with ScriptedModelServer() as server:
+        base = [HUNT, "--base-url", server.base_url, "--model", "scripted", "--episodes", "1", "--quiet",
+                "--max-turns", "2"]
+        for choice, why in (("look_around", "'look_around' is not one of this scenario's tools: pwd, cd, ls, cat"),
+                            ('{"type": "function", "function": {"name": "fly"}}', "'fly' is not one of"),
+                            ('{"type": "function", "name": "cat"}', '--tool-choice as JSON must be'),
+                            ('{"type": "function"', "--tool-choice is not valid JSON")):
+            assert main([*base, "--tool-choice", choice, "--out", str(tmp_path / "refused")]) == 2
+            assert why in capsys.readouterr().err
+        assert not server.requests_seen and not (tmp_path / "refused").exists()  # refused before the run
+        assert main([FORAGING, "--agent", "scripted", "--episodes", "1", "--quiet", "--tool-choice", "cat",
+                     "--out", str(tmp_path / "scripted")]) == 2  # checked against the scenario's own tools
+        assert "move_to" in capsys.readouterr().err
+        for k, choice in enumerate(("cat", '{"type": "function", "function": {"name": "cat"}}')):
+            assert main([*base, "--tool-choice", choice, "--out", str(tmp_path / f"run{k}")]) == 0
+            assert server.requests_seen[-1]["tool_choice"] == {"type": "function", "function": {"name": "cat"}}
+
+
 # -- prompts that match the run -------------------------------------------------------------
 
 

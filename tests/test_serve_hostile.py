@@ -186,7 +186,7 @@ def rpc(url: str, method: str, **params) -> requests.Response:
 
 
 def test_sessions_made_over_http_cannot_fill_the_cap_and_expire_unused():
-    limits = Limits(http_session_ttl=1.0)
+    limits = Limits(http_session_ttl=1.0, sessions_per_client=4)
     with running(make_app("foraging", max_sessions=4, limits=limits)) as url:
         made = [rpc(url, "openenv/session/create") for _ in range(4)]
         assert [bool(r.ok and "result" in r.json()) for r in made] == [True, True, False, False]
@@ -317,7 +317,8 @@ GUARD_OPS = st.lists(st.tuples(st.sampled_from(["http create", "http close", "op
 @pytest.fixture(scope="module")
 def limited_server():
     """A server whose limits are met in a second: 4 sessions, 2 per client over HTTP, 0.5 s to expire or idle."""
-    limits = Limits(http_session_ttl=0.5, idle_timeout=0.5, http_sessions_per_client=2, max_http_sessions=3)
+    limits = Limits(http_session_ttl=0.5, idle_timeout=0.5, http_sessions_per_client=2, max_http_sessions=3,
+                    sessions_per_client=4)
     app = make_app("foraging", max_sessions=4, limits=limits)
     with running(app) as url:
         yield url, app

@@ -35,7 +35,7 @@ SCENARIO_ENVS = {"foraging": ("arena_envs/Foraging-v0", ScriptedForager),
 @pytest.fixture(scope="module")
 def servers():
     """One server per scenario, all running while the module's tests do."""
-    apps = {"foraging": make_app("foraging", max_sessions=260),
+    apps = {"foraging": make_app("foraging", max_sessions=260, limits=Limits(sessions_per_client=260)),
             "crafting": make_app("crafting", max_sessions=4),
             "treasure_hunt": make_app("treasure_hunt", max_sessions=4),
             "team_capture": make_app("team_capture", max_sessions=4)}
@@ -186,7 +186,7 @@ def test_256_concurrent_sessions_step_together_with_no_cross_talk(servers):
 # -- robustness --------------------------------------------------------------------------
 
 def test_session_cap_refuses_clearly_then_admits_after_a_close():
-    with running(make_app("foraging", max_sessions=2)) as url:
+    with running(make_app("foraging", max_sessions=2, limits=Limits(sessions_per_client=2))) as url:
         with connect(ws_url(url)) as second:
             with connect(ws_url(url)) as first:
                 for ws in (first, second):

@@ -222,7 +222,8 @@ class ChatSession:
         plan: list[_Planned] = []
         taken: set[str] = set()
         native = parsed.format == "openai"
-        entries = list(message.get("tool_calls") or ()) if native else []
+        # the calls were read from this list: a native format with anything else holds no call
+        entries = message["tool_calls"] if native and isinstance(message.get("tool_calls"), list) else []
         for k, call in enumerate(parsed.calls):
             entry = entries[k] if native else None
             function = entry.get("function") if isinstance(entry, dict) else None

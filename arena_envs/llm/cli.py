@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tools-in-prompt", action="store_true",
                         help="list the tools in the system prompt too (servers whose chat template drops tools=)")
     parser.add_argument("--tool-choice", default=None, metavar="auto|none|required|NAME",
-                        help="tool_choice sent with the tools (a tool's name forces that tool)")
+                        help="tool_choice sent with the tools (a tool's name, or OpenAI's object "
+                             "'{\"type\": \"function\", \"function\": {\"name\": NAME}}', forces that tool)")
     parser.add_argument("--extra-body", default=None, metavar="JSON",
                         help='extra request fields, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'')
     parser.add_argument("--strict-parse", action="store_true",
@@ -93,11 +94,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def tool_choice(value: str | None) -> Any:
-    """``auto``/``none``/``required`` as they are; any other word names the tool to call."""
-    if value is None or value in ("auto", "none", "required"):
+TOOL_CHOICE_WORDS = ("auto", "none", "required")
+
+
+def tool_choice(value: str | None, tools: list[dict[str, Any]]) -> Any:
+    """``--tool-choice`` as sent: ``auto``/``none``/``required`` as they are; the name of one of
+    ``tools``, or OpenAI's object form ``{"type": "function", "function": {"name": NAME}}``,
+    forces that tool. Anything else is refused before the run, with the tools' names (a
+    server answers an unknown name with HTTP 500 on every retry)."""
+    if value is None or value in TOOL_CHOICE_WORDS:
         return value
-    return {"type": "function", "function": {"name": value}}
+    names = [tool["function"]["name"] for tool in tools]
+    name = value
+    if value.lstrip().startswith("{"):
+        try:
+            chosen = json.loads(value)
+        except ValueError as error:
+            raise UsageError(f"--tool-choice is not valid JSON: {error}") from None
+        function = chosen.get("function") if isinstance(chosen, dict) else None
+        if not (isinstance(function, dict) and chosen.keys() == {"type", "function"} and chosen["type"] == "function"
+                and function.keys() == {"name"} and isinstance(function["name"], str)):
+            raise UsageError('--tool-choice as JSON must be {"type": "function", "function": {"name": NAME}}, '
+                             f"got {value}")
+        name = function["name"]
+    if name not in names:
+        raise UsageError(f"--tool-choice {name!r} is not one of this scenario's tools: {', '.join(names)} "
+                         f"(or {', '.join(TOOL_CHOICE_WORDS)})")
+    return {"type": "function", "function": {"name": name}}
 
 
 def json_object(option: str, text: str | None) -> dict[str, Any] | None:
@@ -156,6 +179,7 @@ def _say(line: str) -> None:
 async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     import arena_envs  # noqa: F401  (registers the environments)
     from arena_envs.llm.agents import OpenAIChatAgent, ScriptedChatAgent
+    from arena_envs.llm.backends import universal_schemas
     from arena_envs.llm.chat import ChatPool
     from arena_envs.llm.runner import (
         RunDirectory,
@@ -166,6 +190,7 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         summary,
         zero_spread_warning,
     )
+    from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
 
     options = {"max_calls": args.max_calls, "on_no_call": args.on_no_call, "wait_ticks": args.wait_ticks,
                "max_turns": args.max_turns, "call_format": args.format, "strict_parse": args.strict_parse,
@@ -180,7 +205,9 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         try:  # a bad agent name or argument: say so now, not once per episode
             from arena_envs.llm.team import TeamChat
 
-            TeamChat(team["chat_agents"], **options).close()
+            probe = TeamChat(team["chat_agents"], **options)
+            tools = universal_schemas(probe.world.params)  # every chat agent's
+            probe.close()
         except (ValueError, TypeError) as error:
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
         if args.record:  # each chat agent's episode, beside the world (arena_envs.llm.team.TeamChat)
@@ -192,12 +219,15 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
             pool = ChatPool(args.scenario.env_id, size=args.concurrency, record=args.record, **options)
         except (ValueError, TypeError) as error:  # a bad chat option: say so, no traceback
             raise UsageError(f"cannot make {args.scenario.short_id}: {error}") from None
+        tools = (TREASURE_HUNT_TOOL_SCHEMAS if pool.tool_pool is None  # Treasure Hunt
+                 else universal_schemas(pool.tool_pool.scenario.params))
+    choice = tool_choice(args.tool_choice, tools)  # before the run: an unknown tool is refused now
     per_job = len(team["chat_agents"]) if team else 1
     if args.agent == "scripted":
         agent: Any = ScriptedChatAgent(args.format)
     else:
         sampling = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens),
-                                      ("tool_choice", tool_choice(args.tool_choice)),
+                                      ("tool_choice", choice),
                                       ("extra_body", json_object("--extra-body", args.extra_body))) if v is not None}
         agent = OpenAIChatAgent(args.base_url, args.model, args.api_key, timeout=args.timeout,
                                 max_retries=args.max_retries, max_in_flight=args.concurrency * per_job,

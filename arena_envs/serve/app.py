@@ -31,7 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .guard import Guard, GuardMonitor, Limits
 from .hubs import make_hub
 from .models import ArenaAction, ArenaObservation, ArenaState
-from .sessions import HTTP_WORLDS, SessionError, SessionHub
+from .sessions import SessionError, SessionHub
 
 logger = logging.getLogger("uvicorn.error")  # uvicorn's own log, so its settings apply
 
@@ -54,13 +54,16 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     ``app.state.hub`` and ``app.state.guard`` hold the sessions and the guard's live state.
     """
     limits = limits or Limits()
-    hub = make_hub(scenario, max_sessions, **env_kwargs)
+    hub = make_hub(scenario, max_sessions, limits.max_http_sessions, **env_kwargs)
     # OpenEnv's own reaper stays off (session_timeout None): it would free a WebSocket session's
     # world under its open socket. The guard reaps (and closes the socket), see guard.py.
-    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=None)
+    # OpenEnv counts WebSocket and HTTP-made sessions together: the guard keeps each kind to
+    # its own share (max_sessions, max_http_sessions), so neither can take the other's worlds.
+    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions + limits.max_http_sessions,
+                                    session_timeout=None)
     app = create_app(hub.factory(), ArenaAction, ArenaObservation, env_name=hub.scenario,
                      concurrency_config=concurrency, state_cls=ArenaState)
-    monitor = GuardMonitor()
+    monitor = GuardMonitor(max_sessions)
     app.state.hub, app.state.guard, app.state.limits = hub, monitor, limits
     app.add_middleware(Guard, limits=limits, monitor=monitor)
 
@@ -81,31 +84,101 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     return app
 
 
-class _GuardedH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 connection, with a deadline for each request to arrive whole and a
-    cap on open connections (uvicorn's ``limit_concurrency`` answers 503 only to a request
-    that arrived: a socket that never finishes its headers would stay open for ever).
+SLOW_REQUEST_S = 2.0
+"""A connection still waiting for a request's headers after this long is *half-open*: a
+client's request follows its connection (or its previous answer) within milliseconds. Only
+connections past this age count, so that a burst of new ones (256 clients opening at once
+on a loaded machine) is never taken for an attack."""
 
-    A connection past ``max_connections`` gets a 503 and is closed at once; one that takes
-    longer than ``header_timeout`` to send a request's headers and body (counted from its
-    opening, or from the end of its previous answer) gets a 408 and is closed.
+
+class _Connections:
+    """The HTTP connections of one server by client address, and its connection limits."""
+
+    def __init__(self, limits: Limits, worlds: int) -> None:
+        self.cap = limits.max_connections or 2 * worlds + 64
+        self.per_client = limits.connections_per_client or (self.cap + 1) // 2
+        self.half_open_per_client = limits.half_open_per_client
+        self.header_timeout = limits.header_timeout
+        self.by_client: dict[str, set[_GuardedH11Protocol]] = {}
+
+    def add(self, connection: _GuardedH11Protocol) -> set[_GuardedH11Protocol]:
+        """Count ``connection`` in; the connections of its address, itself among them."""
+        mine = self.by_client.setdefault(connection.address, set())
+        mine.add(connection)
+        return mine
+
+    def remove(self, connection: _GuardedH11Protocol) -> None:
+        mine = self.by_client.get(connection.address)
+        if mine is not None:
+            mine.discard(connection)
+            if not mine:
+                del self.by_client[connection.address]
+
+    def half_open(self, address: str) -> int:
+        """Connections of ``address`` waiting for a request for longer than :data:`SLOW_REQUEST_S`
+        (not counting those kept alive after an answer that have sent nothing since: a client's
+        pool of idle connections, closed after ``keep_alive_timeout``)."""
+        since = time.monotonic() - SLOW_REQUEST_S
+        return sum(c.waiting_since is not None and c.waiting_since < since and not c.kept_alive
+                   for c in self.by_client.get(address, ()))
+
+    def victim(self) -> _GuardedH11Protocol | None:
+        """The longest-waiting connection of the address with the most connections waiting for
+        a request: the one to close when the server is full (None: no connection waits)."""
+        waiting = {address: [c for c in mine if c.waiting_since is not None]
+                   for address, mine in self.by_client.items()}
+        address = max(waiting, key=lambda a: len(waiting[a]), default=None)
+        if address is None or not waiting[address]:
+            return None
+        return min(waiting[address], key=lambda c: c.waiting_since)
+
+
+class _GuardedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 connection, with a deadline for each request to arrive whole and
+    caps on connections, in all and per client address (uvicorn's ``limit_concurrency``
+    answers 503 only to a request that arrived: a socket that never finishes its headers
+    would stay open for ever, and its cap is global, so one address could fill it).
+
+    * A request (headers and body) has ``header_timeout`` to arrive, counted from the
+      connection's opening or from the end of its previous answer; a slower one gets a 408.
+    * One address may hold ``connections_per_client`` HTTP connections; one more gets a 503.
+      So does a new connection from an address holding ``half_open_per_client`` half-open
+      ones (waiting for a request for over :data:`SLOW_REQUEST_S`).
+    * Past ``max_connections`` in all, the longest-waiting connection of the address with the
+      most connections waiting for a request is closed (503) to make room, unless that is the
+      newcomer's own address, when the newcomer is refused: an attacker holding sockets open
+      from some addresses never turns away a client on another.
     """
 
-    def __init__(self, *args: Any, header_timeout: float, max_connections: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, connections: _Connections, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.header_timeout, self.max_connections = header_timeout, max_connections
+        self.registry = connections
+        self.address = "?"
+        self.waiting_since: float | None = None  # waiting for a request since (monotonic), or None
+        self.kept_alive = False  # waiting, after an answer, and nothing of the next request sent yet
         self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            logger.warning("refused a connection: %d open, the limit is %d", len(self.connections) - 1,
-                           self.max_connections)
-            self._refuse(503, b"too many connections")
+        registry = self.registry
+        self.address = self.client[0] if self.client else "?"
+        mine = registry.add(self)
+        if len(mine) > registry.per_client:
+            self._refuse(503, f"too many connections from {self.address} (at most {registry.per_client})")
+        elif registry.half_open(self.address) >= registry.half_open_per_client:
+            self._refuse(503, f"too many connections from {self.address} are slow to send a request")
+        elif len(self.connections) > registry.cap:
+            victim = registry.victim()
+            if victim is None or victim.address == self.address:
+                self._refuse(503, f"too many connections (at most {registry.cap})")
+                return
+            victim._refuse(503, "the server is full: closing the connection that waited longest for a request")
+            self._arm()
         else:
             self._arm()
 
     def data_received(self, data: bytes) -> None:
+        self.kept_alive = False
         super().data_received(data)
         if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR):
             self._disarm()  # the request is in: its answer may take as long as it takes
@@ -114,20 +187,25 @@ class _GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()  # the next request on this connection has header_timeout to arrive
+            self.kept_alive = True
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
-        self._disarm()  # the WebSocket has its own limits (the guard's idle reaper, pings)
+        self._disarm()  # the WebSocket has its own limits (the guard's session caps and reaper, pings)
+        self.registry.remove(self)
         super().handle_websocket_upgrade(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.registry.remove(self)
         super().connection_lost(exc)
 
     def _arm(self) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(self.header_timeout, self._too_slow)
+        self.waiting_since = time.monotonic()
+        self._deadline = self.loop.call_later(self.registry.header_timeout, self._too_slow)
 
     def _disarm(self) -> None:
+        self.waiting_since, self.kept_alive = None, False
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
@@ -136,14 +214,18 @@ class _GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete
                                                 or self.conn.their_state is h11.SEND_BODY):
-            self._refuse(408, f"request not received within {self.header_timeout:g} s".encode())
+            self._refuse(408, f"request not received within {self.registry.header_timeout:g} s")
 
-    def _refuse(self, status: int, reason: bytes) -> None:
+    def _refuse(self, status: int, reason: str) -> None:
         """Answer ``status`` (when no answer has begun) and close the connection."""
+        logger.warning("%s a connection from %s: %s", "refused" if status == 503 else "closed", self.address, reason)
+        self._disarm()
+        self.registry.remove(self)
         if self.cycle is None or self.cycle.response_complete:
             phrase = {408: b"Request Timeout", 503: b"Service Unavailable"}[status]
+            body = reason.encode()
             self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\nconnection: close\r\n"
-                                 b"content-length: %d\r\n\r\n%s" % (status, phrase, len(reason), reason))
+                                 b"content-length: %d\r\n\r\n%s" % (status, phrase, len(body), body))
         self.transport.close()
 
 
@@ -151,11 +233,13 @@ def _config(app: FastAPI, host: str, port: int, drain_timeout: float, log_level:
     """uvicorn's settings for an app from :func:`make_app`: its frame cap, its limits on
     connections and their timeouts (see :class:`Limits`)."""
     limits: Limits = app.state.limits
-    cap = limits.max_connections or 2 * (app.state.hub.max_sessions + HTTP_WORLDS) + 64
-    protocol = functools.partial(_GuardedH11Protocol, header_timeout=limits.header_timeout, max_connections=cap)
+    connections = _Connections(limits, app.state.hub.worlds)
+    protocol = functools.partial(_GuardedH11Protocol, connections=connections)
+    # no limit_concurrency: uvicorn's would answer 503 to any request while its count, global,
+    # is at the cap, whoever filled it; the protocol's caps above are per address
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
                           timeout_graceful_shutdown=drain_timeout, http=protocol,  # type: ignore[arg-type]
-                          timeout_keep_alive=limits.keep_alive_timeout, limit_concurrency=cap,
+                          timeout_keep_alive=limits.keep_alive_timeout,
                           h11_max_incomplete_event_size=16 * 1024, **options)
 
 

@@ -177,9 +177,10 @@ def _run_server(kind: str, scenario: str, port: int, max_sessions: int) -> None:
         app = stock_app(scenario, max_sessions, inline=kind == "inline")
     elif kind == "floor":
         app = floor_app(scenario, max_sessions)
-    else:  # limits well above what the load generator sends: this measures the server, not the guard
+    else:  # limits well above what the load generator (one address) sends: this measures the server, not the guard
         app = make_app(scenario, max_sessions=max_sessions,
-                       limits=Limits(ws_rate=1e6, ws_burst=10**6, http_rate=None, idle_timeout=None))
+                       limits=Limits(ws_rate=1e6, ws_burst=10**6, http_rate=None, idle_timeout=None,
+                                     sessions_per_client=max_sessions))
     freeze_heap()  # both servers: a server tuning, not a batching advantage
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=MAX_FRAME_BYTES,
                 ws_ping_interval=None, backlog=4096)

@@ -38,6 +38,12 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds an idle HTTP connection is kept open for its next request")
     p.add_argument("--max-connections", type=int, default=None,
                    help="open connections at most (default: twice the worlds, plus 64)")
+    p.add_argument("--connections-per-client", type=int, default=None,
+                   help="open HTTP connections per client address (default: half of --max-connections)")
+    p.add_argument("--half-open-per-client", type=int, default=8,
+                   help="a client address holding this many connections slow to send a request gets no more")
+    p.add_argument("--sessions-per-client", type=int, default=None,
+                   help="WebSocket sessions per client address (default: 3/4 of --max-sessions, at least 1)")
     p.add_argument("--http-sessions-per-client", type=int, default=2,
                    help="sessions made over HTTP (/mcp openenv/session/create) per client address")
     p.add_argument("--max-http-sessions", type=int, default=16, help="sessions made over HTTP in all")
@@ -75,7 +81,9 @@ def serve_command(argv: list[str] | None = None) -> int:
         limits = Limits(api_key=args.api_key or None, max_message_bytes=args.max_message_bytes,
                         http_rate=args.http_rate, ws_rate=args.ws_rate, idle_timeout=args.idle_timeout,
                         header_timeout=args.header_timeout, keep_alive_timeout=args.keep_alive_timeout,
-                        max_connections=args.max_connections, http_sessions_per_client=args.http_sessions_per_client,
+                        max_connections=args.max_connections, connections_per_client=args.connections_per_client,
+                        half_open_per_client=args.half_open_per_client, sessions_per_client=args.sessions_per_client,
+                        http_sessions_per_client=args.http_sessions_per_client,
                         max_http_sessions=args.max_http_sessions, http_session_ttl=args.http_session_ttl)
         app = make_app(args.scenario, max_sessions=args.max_sessions, limits=limits, **dict(args.env_kwarg))
     except (ValueError, TypeError) as err:  # an unknown scenario, a bad limit or scenario argument

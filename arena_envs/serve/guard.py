@@ -6,15 +6,23 @@
   (413, or an error frame; the session goes on).
 * Rate: HTTP requests per client address, WebSocket frames per connection (token buckets);
   over the limit gets 429 or an error frame.
-* Malformed frames (binary, not JSON, nested too deeply, not an object) get an error frame
-  and never reach the app, so the session goes on.
+* Malformed frames (binary, not JSON, nested too deeply, not an object, a ``type`` that is
+  not a string) get an error frame and never reach the app, so the session goes on.
+* WebSocket sessions of their own (not attached to an HTTP-made one): at most
+  ``max_sessions`` in all and ``sessions_per_client`` per client address. One more is
+  accepted, told why in an error frame (``CAPACITY_REACHED``, ``TOO_MANY_SESSIONS``) and
+  closed with code 1013 and the reason. Every close the server makes carries a code and a
+  reason: an app that ends a session after an error frame without a code of its own closes
+  with 1011 (1013 at capacity) and that error's message; a refusal at the handshake is an
+  HTTP answer whose JSON body says why.
 * Idle WebSocket sessions are closed (code 4408, with the reason) after ``idle_timeout``
   seconds without a ``reset`` or ``step``: liveness is what the session does, so a client
   sending only ``state`` frames is idle. OpenEnv then closes the session's environment,
   which frees its world. This reaper is the only one (OpenEnv's own is left off), so a
   session's world is never freed under a socket still open.
 * Sessions made over HTTP (``POST /mcp`` ``openenv/session/create``) count against a
-  limit per client address and one in total, and are closed after ``http_session_ttl``
+  limit per client address and one in total, have worlds of their own beyond
+  ``max_sessions`` (so they never take the worlds WebSocket clients need), and are closed after ``http_session_ttl``
   seconds without a call naming them unless a WebSocket is attached to them
   (``/ws?session_id=...``, allowed only for a session made over HTTP by the same address;
   any other id is refused: every other WebSocket is its own session).
@@ -35,6 +43,10 @@ from urllib.parse import parse_qs
 
 IDLE_CLOSE_CODE = 4408
 """WebSocket close code of a session reclaimed for idleness (no reset or step for ``idle_timeout`` s)."""
+TRY_LATER_CLOSE_CODE = 1013
+"""WebSocket close code of a session refused for capacity (the server's, or the client address's share)."""
+ERROR_CLOSE_CODE = 1011
+"""WebSocket close code of a session the app ended after an error frame."""
 LIVE_FRAMES = frozenset(("reset", "step"))
 """The frames that keep a WebSocket session alive: what it does, not what it asks."""
 
@@ -55,7 +67,10 @@ class Limits:
     http_session_ttl: float = 30.0  # seconds an HTTP-made session lives without a call naming it or a socket
     header_timeout: float = 10.0  # seconds a connection has to send a request's headers and body
     keep_alive_timeout: float = 5.0  # seconds an HTTP connection may wait, idle, for its next request
-    max_connections: int | None = None  # open connections at most (None: 2 per session allowed, plus 64)
+    max_connections: int | None = None  # open connections at most (None: 2 per world, plus 64)
+    sessions_per_client: int | None = None  # WebSocket sessions per address (None: 3/4 of max_sessions, at least 1)
+    connections_per_client: int | None = None  # HTTP connections per address (None: half of max_connections)
+    half_open_per_client: int = 8  # connections per address waiting over SLOW_REQUEST_S s for a request
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -73,9 +88,16 @@ class Limits:
         for name in ("http_session_ttl", "header_timeout", "keep_alive_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_connections is not None and (isinstance(self.max_connections, bool) or
-                                                 not isinstance(self.max_connections, int) or self.max_connections < 1):
-            raise ValueError(f"max_connections must be a positive integer or None, got {self.max_connections!r}")
+        for name in ("max_connections", "sessions_per_client", "connections_per_client", "half_open_per_client"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.half_open_per_client is None:
+            raise ValueError("half_open_per_client must be a positive integer, got None")
+
+    def client_sessions(self, max_sessions: int) -> int:
+        """WebSocket sessions one client address may hold at a server of ``max_sessions``."""
+        return self.sessions_per_client or max(1, max_sessions * 3 // 4)
 
 
 class _Bucket:
@@ -100,10 +122,14 @@ class _Bucket:
 class _Connection:
     send: Any
     bucket: _Bucket | None
+    client: str = "?"
+    own: bool = True  # a session of its own (not attached to one made over HTTP)
     last_active: float = field(default_factory=time.monotonic)  # the last reset or step, asked or answered
     waiting: int = 0  # frames passed to the app and not answered yet
     live: int = 0  # resets and steps among them
     closed: bool = False
+    asked_close: bool = False  # the client sent a "close" frame: the app's plain close answers it
+    last_error: tuple[str, str] | None = None  # (code, message) of the last error frame the app sent
 
 
 @dataclass(eq=False)
@@ -118,6 +144,26 @@ class _HttpSession:
 def _error_frame(message: str, code: str) -> dict[str, Any]:
     text = json.dumps({"type": "error", "data": {"message": message, "code": code}})
     return {"type": "websocket.send", "text": text}
+
+
+def _close(code: int, reason: str) -> dict[str, Any]:
+    """A close frame with ``reason`` cut to the 123 bytes a close frame can carry."""
+    return {"type": "websocket.close", "code": code,
+            "reason": reason.encode()[:123].decode("utf-8", errors="ignore")}
+
+
+_ERROR_PREFIX = '{"type":"error"'
+"""How OpenEnv's error frames begin (pydantic's compact JSON): only those are read on the way out."""
+
+
+def _sent_error(text: str | None) -> tuple[str, str] | None:
+    """(code, message) of an error frame the app sends, None for any other frame."""
+    if text is None or not text.startswith(_ERROR_PREFIX):
+        return None
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        data = json.loads(text)["data"]
+        return str(data.get("code") or "ERROR"), str(data.get("message") or "")
+    return None
 
 
 class Guard:
@@ -202,21 +248,31 @@ class Guard:
     # -- WebSocket -----------------------------------------------------------------------
 
     async def _websocket(self, scope: dict, receive: Any, send: Any) -> None:
-        monitor = self.monitor
-        if monitor.draining or not self._authorized(scope):
-            return await send({"type": "websocket.close", "code": 1013 if monitor.draining else 1008})
+        monitor, client = self.monitor, _client(scope)
+        if monitor.draining:
+            return await _refuse_handshake(send, 503, "the server is shutting down", "SHUTTING_DOWN")
+        if not self._authorized(scope):
+            return await _refuse_handshake(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
+                                           "UNAUTHORIZED")
         asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id")
         held = None
         if asked is not None:
             # OpenEnv could attach this socket to any session by id: here only to one this
             # address made over HTTP and no socket holds
             held = monitor.http_sessions.get(asked[0]) if len(asked) == 1 else None
-            if held is None or held.attached or held.client != _client(scope):
-                return await send({"type": "websocket.close", "code": 1008})
+            if held is None or held.attached or held.client != client:
+                return await _refuse_handshake(send, 403, "no session of that id that this client may attach to "
+                                               "(one made over HTTP from this address, not attached)", "FORBIDDEN")
             held.attached = True
+        else:
+            refusal = monitor.session_refusal(client)
+            if refusal is not None:  # accepted to be told why: the client reads it as an error frame
+                await send({"type": "websocket.accept"})
+                await send(_error_frame(*refusal))
+                return await send(_close(TRY_LATER_CLOSE_CODE, f"{refusal[1]}: {refusal[0]}"))
         limits = self.limits
         bucket = _Bucket(limits.ws_rate, limits.ws_burst) if limits.ws_rate is not None else None
-        connection = _Connection(send, bucket)
+        connection = _Connection(send, bucket, client, own=held is None)
         monitor.connections.add(connection)
         monitor.start_reaper()
 
@@ -224,6 +280,8 @@ class Guard:
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive":
+                    if message["type"] == "websocket.disconnect":  # gone: its place is free (see session_refusal)
+                        connection.closed = True
                     return message
                 problem, kind = self._frame_problem(message, connection)
                 if problem is None:
@@ -231,6 +289,8 @@ class Guard:
                     if kind in LIVE_FRAMES:
                         connection.live += 1
                         connection.last_active = time.monotonic()
+                    elif kind == "close":
+                        connection.asked_close = True
                     return message
                 if not connection.closed:
                     await send(_error_frame(*problem))
@@ -243,10 +303,16 @@ class Guard:
                     connection.last_active = time.monotonic()
                 if connection.closed:  # reclaimed: the client was told and the socket is closing
                     return
+                connection.last_error = _sent_error(message.get("text")) or connection.last_error
             elif message["type"] == "websocket.close":
                 if connection.closed:
                     return
                 connection.closed = True
+                if message.get("code", 1000) == 1000 and not connection.asked_close and connection.last_error:
+                    # the app ends the session after an error without saying so: say it
+                    code, why = connection.last_error
+                    message = _close(TRY_LATER_CLOSE_CODE if code == "CAPACITY_REACHED" else ERROR_CLOSE_CODE,
+                                     f"{code}: {why}")
             await send(message)
 
         try:
@@ -274,14 +340,22 @@ class Guard:
             return (f"invalid JSON: {str(err)[:200]}", "INVALID_JSON"), None
         if not isinstance(frame, dict):
             return ('expected a JSON object such as {"type": "step", "data": {...}}', "INVALID_JSON"), None
-        return None, frame.get("type")
+        if ("\\ud" in text or "\\uD" in text) and _lone_surrogate(frame):  # OpenEnv cannot answer it
+            return ("a string holds a lone surrogate (an escape \\ud800-\\udfff not in a pair): not Unicode",
+                    "INVALID_JSON"), None
+        kind = frame.get("type")
+        if not isinstance(kind, str):  # OpenEnv would end the session on it
+            return (f'"type" must be a string (reset, step, state, close or mcp), got {json.dumps(kind)[:100]}',
+                    "VALIDATION_ERROR"), None
+        return None, kind
 
 
 class GuardMonitor:
     """The guard's live state: connections, HTTP-made sessions, buckets, draining (one per server)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_sessions: int | None = None) -> None:
         self.limits = Limits()
+        self.max_sessions = max_sessions  # WebSocket sessions of their own at most (None: the app's own cap)
         self.app: Any = None  # the app behind the guard, which closes expired HTTP sessions
         self.connections: set[_Connection] = set()
         self.http_sessions: dict[str, _HttpSession] = {}
@@ -291,6 +365,23 @@ class GuardMonitor:
         self.reclaimed = 0
         self.expired = 0
         self._reaper: asyncio.Task | None = None
+
+    # -- WebSocket sessions --------------------------------------------------------------
+
+    def session_refusal(self, client: str) -> tuple[str, str] | None:
+        """Why ``client`` may not open a WebSocket session of its own now: (message, code), or None."""
+        if self.max_sessions is None:
+            return None
+        # a socket whose client has gone counts no more, though OpenEnv may still be closing its
+        # session: a client closing one session and opening the next at once is not refused
+        own = [connection.client for connection in self.connections if connection.own and not connection.closed]
+        if len(own) >= self.max_sessions:
+            return (f"the server holds its {self.max_sessions} sessions; try again later", "CAPACITY_REACHED")
+        share = self.limits.client_sessions(self.max_sessions)
+        if own.count(client) >= share:
+            return (f"at most {share} sessions per client address (of {self.max_sessions}): close one of yours "
+                    "first", "TOO_MANY_SESSIONS")
+        return None
 
     # -- sessions made over HTTP ---------------------------------------------------------
 
@@ -371,7 +462,7 @@ class GuardMonitor:
         self.reclaimed += 1
         try:
             await connection.send(_error_frame(reason, "SESSION_RECLAIMED"))
-            await connection.send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": reason[:120]})
+            await connection.send(_close(IDLE_CLOSE_CODE, reason))
         except Exception:  # the client is already gone: the app sees the disconnect itself
             pass
 
@@ -395,6 +486,15 @@ class GuardMonitor:
                 "http_sessions": len(self.http_sessions), "expired": self.expired,
                 "in_flight": self.http_in_flight + sum(c.waiting for c in self.connections),
                 "draining": self.draining}
+
+
+def _lone_surrogate(frame: dict) -> bool:
+    """Whether a string in ``frame`` holds a lone surrogate (JSON can escape one; UTF-8 cannot carry it)."""
+    try:
+        json.dumps(frame, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _client(scope: dict) -> str:
@@ -432,6 +532,15 @@ async def _call_app(app: Any, path: str, body: bytes) -> bytes:
 
     await app(scope, receive, send)
     return b"".join(answer)
+
+
+async def _refuse_handshake(send: Any, status: int, message: str, code: str) -> None:
+    """Refuse a WebSocket at its handshake with an HTTP answer whose JSON body says why
+    (ASGI's ``websocket.http.response`` extension), never a bare close."""
+    body = json.dumps({"detail": message, "code": code}).encode()
+    await send({"type": "websocket.http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 async def _respond(send: Any, status: int, detail: str, headers: dict[str, str] | None = None,

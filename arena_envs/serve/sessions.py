@@ -94,10 +94,13 @@ class SessionHub(abc.ABC):
     scenario: str = ""
     description: str = ""
 
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, http_sessions: int = 0) -> None:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self.max_sessions = max_sessions
+        # the WebSocket sessions' worlds, then those of sessions made over HTTP, then HTTP_WORLDS:
+        # each kind has worlds of its own, so none can take another's (the guard counts them)
+        self.worlds = max_sessions + http_sessions + HTTP_WORLDS
         self.sessions: dict[str, ArenaSession] = {}  # token -> the session holding a world
         self._lock = threading.Lock()  # handles are made and closed in OpenEnv's executor thread
         self._handles = 0
@@ -152,7 +155,7 @@ class SessionHub(abc.ABC):
         if new:
             if not opening:
                 raise SessionError("no episode in this session yet: call reset first")
-            if len(self.sessions) >= self.max_sessions + HTTP_WORLDS:
+            if len(self.sessions) >= self.worlds:
                 raise SessionError(f"the server is full ({self.max_sessions} sessions); try again later")
             self.sessions[session.token] = session
         if session.busy:
@@ -270,11 +273,11 @@ def render(observation: ToolObservation) -> Rendered:
 class PoolHub(SessionHub):
     """Foraging or Crafting: every session is one world of one :class:`ToolPool`."""
 
-    def __init__(self, scenario: str, max_sessions: int, timeout: float = 5.0, **env_kwargs: Any) -> None:
-        super().__init__(max_sessions)
+    def __init__(self, scenario: str, max_sessions: int, timeout: float = 5.0, http_sessions: int = 0,
+                 **env_kwargs: Any) -> None:
+        super().__init__(max_sessions, http_sessions)
         self.scenario = scenario
-        self.pool = ToolPool(SCENARIOS[scenario], size=max_sessions + HTTP_WORLDS, timeout=timeout, render=render,
-                             **env_kwargs)
+        self.pool = ToolPool(SCENARIOS[scenario], size=self.worlds, timeout=timeout, render=render, **env_kwargs)
         self.params = self.pool.scenario.params
         self.tools = tool_schemas(params=self.params)
         self.description = (f"Agent Arena {scenario.replace('_', ' ').title()} through tool calls; "
@@ -339,10 +342,10 @@ class TreasureHuntHub(SessionHub):
 
     scenario = "treasure_hunt"
 
-    def __init__(self, max_sessions: int, **env_kwargs: Any) -> None:
+    def __init__(self, max_sessions: int, http_sessions: int = 0, **env_kwargs: Any) -> None:
         from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
 
-        super().__init__(max_sessions)
+        super().__init__(max_sessions, http_sessions)
         gym.make(SCENARIOS["treasure_hunt"], **env_kwargs).close()  # bad arguments fail now, not per session
         self.env_kwargs = env_kwargs
         self.tools = list(TREASURE_HUNT_TOOL_SCHEMAS)

@@ -29,7 +29,7 @@ from arena_envs.tools.team_session import TeamCaptureSession
 from arena_envs.world import ToolActions
 
 from .models import ArenaAction, ArenaObservation, observation_answer
-from .sessions import HTTP_WORLDS, ArenaSession, SessionError, SessionHub
+from .sessions import ArenaSession, SessionError, SessionHub
 
 
 class TeamHub(SessionHub):
@@ -37,11 +37,11 @@ class TeamHub(SessionHub):
 
     scenario = "team_capture"
 
-    def __init__(self, max_sessions: int, **env_kwargs: Any) -> None:
-        super().__init__(max_sessions)
+    def __init__(self, max_sessions: int, http_sessions: int = 0, **env_kwargs: Any) -> None:
+        super().__init__(max_sessions, http_sessions)
         self.rules = make_scenario(**env_kwargs)
         self.params = self.rules.params
-        size = max_sessions + HTTP_WORLDS
+        size = self.worlds
         self.batch = Batch(self.rules, size)
         self.team = self.rules.agents_per_team
         self.agents = list(self.rules.possible_agents[:self.team])
