@@ -195,3 +195,39 @@ def test_which_trainer_runs(tmp_path):
     train.train(["Foraging-v0", "--config", tiny_config(tmp_path / "sb3.yaml", sb3), "--out", str(out), *TINY])
     assert yaml.safe_load((out / "config.yaml").read_text())["algo"] == "sb3-ppo"
     assert (out / "vecnormalize.pkl").exists()  # SB3's VecNormalize statistics
+
+
+def test_periodic_evaluation_is_logged_with_its_time_and_leaves_training_alone(tmp_path):
+    """Sampled-action evaluation every 256 steps: eval/* rows, their time apart from training's,
+    and the same weights as a run that never evaluates (evaluation draws from its own generator)."""
+    weights = {}
+    for every in (0, 256):
+        out = tmp_path / f"every{every}"
+        config = tiny_config(tmp_path / f"c{every}.yaml", ppo_config_path("foraging"), eval_every=every,
+                             eval_episodes=3, eval_stochastic=True)
+        train.train(["Foraging-v0", "--config", config, "--out", str(out), *TINY])
+        weights[every] = torch.load(out / "checkpoints" / "ppo_1024_steps.pt", weights_only=False)["agent"]
+        rows = list(csv.DictReader((out / "progress.csv").open()))
+        evaluated = [r for r in rows if r["eval/score_mean"]]
+        assert len(evaluated) == (4 if every else 0)  # after 256, 512, 768 and 1024 steps
+        eval_seconds = [float(r["time/eval_seconds"]) for r in rows]
+        assert eval_seconds == sorted(eval_seconds) and (eval_seconds[-1] > 0) == bool(every)
+        speed = json.loads((out / "speed.json").read_text())
+        assert speed["eval_seconds"] == pytest.approx(eval_seconds[-1], abs=0.5) and speed["cpu_seconds"] > 0
+        assert float(rows[-1]["time/time_elapsed"]) <= speed["seconds"] + 1e-6
+    for key in weights[0]:
+        torch.testing.assert_close(weights[0][key], weights[256][key], rtol=0, atol=0)
+
+
+def test_periodic_evaluation_samples_actions_when_asked(tmp_path):
+    """eval_stochastic plays sampled actions, the same ones for the same seed; without it, the mode."""
+    config = yaml.safe_load(ppo_config_path("foraging").read_text())
+    config.update(env_id="arena_envs/Foraging-v0", eval_episodes=8, env_kwargs={"max_ticks": 100})
+    torch.manual_seed(0)
+    agent = ppo.Agent(165, [4, 11, 1, 3], [16])
+    with torch.no_grad():  # the most likely tool is collect (where it stands: nothing), sampled ones walk too
+        agent.action_head.bias[:4] = torch.tensor([0.0, 0.5, 0.0, 0.0])
+    modes = ppo.periodic_eval(agent, config)
+    sampled = [ppo.periodic_eval(agent, {**config, "eval_stochastic": True}) for _ in range(2)]
+    assert modes["eval/score_mean"] == 0 < sampled[0]["eval/score_mean"]
+    assert sampled[0] == sampled[1]
