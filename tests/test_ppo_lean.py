@@ -231,3 +231,11 @@ def test_periodic_evaluation_samples_actions_when_asked(tmp_path):
     sampled = [ppo.periodic_eval(agent, {**config, "eval_stochastic": True}) for _ in range(2)]
     assert modes["eval/score_mean"] == 0 < sampled[0]["eval/score_mean"]
     assert sampled[0] == sampled[1]
+
+
+def test_arena_bench_training_row_sets_training_against_its_envs_alone(capsys):
+    from arena_envs import bench
+
+    rows = dict((name, rate) for name, rate, _ in bench.run(["--only", "training", "--seconds", "1"]))
+    assert 0 < rows[bench.TRAINING_ROW] < rows[bench.TRAINING_ENV_ROW]
+    assert f"{bench.TRAINING_ROW} / {bench.TRAINING_ENV_ROW}:" in capsys.readouterr().out
