@@ -159,7 +159,7 @@ def test_crafting_runs(tmp_path):
     out = tmp_path / "run"
     config = tiny_config(tmp_path / "c.yaml", ppo_config_path("crafting"))
     train.train(["Crafting-v0", "--config", config, "--out", str(out), *TINY])
-    assert PPO.load(out / "model.zip", device="cpu").action_space.nvec.tolist()[0] == 5  # five tools
+    assert PPO.load(out / "model.zip", device="cpu").action_space.nvec.tolist()[0] == 4  # the config's four tools
 
 
 def test_the_sb3_config_runs_under_either_trainer(tmp_path):
@@ -223,11 +223,15 @@ def test_periodic_evaluation_samples_actions_when_asked(tmp_path):
     """eval_stochastic plays sampled actions, the same ones for the same seed; without it, the mode."""
     config = yaml.safe_load(ppo_config_path("foraging").read_text())
     config.update(env_id="arena_envs/Foraging-v0", eval_episodes=8, env_kwargs={"max_ticks": 100})
+    envs = ppo.make_envs(config, 1)
+    nvec = envs.single_action_space.nvec.tolist()
     torch.manual_seed(0)
-    agent = ppo.Agent(165, [4, 11, 1, 3], [16])
-    with torch.no_grad():  # the most likely tool is collect (where it stands: nothing), sampled ones walk too
-        agent.action_head.bias[:4] = torch.tensor([0.0, 0.5, 0.0, 0.0])
-    modes = ppo.periodic_eval(agent, config)
+    agent = ppo.Agent(envs.single_observation_space.shape[0], nvec, [16])
+    envs.close()
+    tools = config["encoding"]["tools"]
+    with torch.no_grad():  # the most likely tool is query_world (no move, no collect), sampled ones walk too
+        agent.action_head.bias[:nvec[0]] = torch.tensor([0.5 * (t == "query_world") for t in tools])
+    modes = ppo.periodic_eval(agent, {**config, "eval_stochastic": False})
     sampled = [ppo.periodic_eval(agent, {**config, "eval_stochastic": True}) for _ in range(2)]
     assert modes["eval/score_mean"] == 0 < sampled[0]["eval/score_mean"]
     assert sampled[0] == sampled[1]
