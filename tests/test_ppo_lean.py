@@ -160,6 +160,8 @@ def test_crafting_runs(tmp_path):
     config = tiny_config(tmp_path / "c.yaml", ppo_config_path("crafting"))
     train.train(["Crafting-v0", "--config", config, "--out", str(out), *TINY])
     assert PPO.load(out / "model.zip", device="cpu").action_space.nvec.tolist()[0] == 4  # the config's four tools
+    summary = evaluate.evaluate([str(out), "Crafting-v0", "--episodes", "2", "--stochastic"])
+    assert set(summary) == {"ppo", "random", "scripted"}
 
 
 def test_the_sb3_config_runs_under_either_trainer(tmp_path):
