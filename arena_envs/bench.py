@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -317,6 +318,32 @@ def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float,
     return [(labels[w], best[w], "env-steps/s") for w in labels]
 
 
+TRAINING_ROW = "Lean PPO training on Foraging (config ppo/foraging)"
+TRAINING_ENV_ROW = "Lean PPO's Foraging envs alone (config ppo/foraging, random actions)"
+
+
+def training_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """The lean PPO's training steps/s on Foraging (its shipped config, ``ppo/foraging``: rollouts,
+    updates and all) against the env-steps/s of the same flat-encoded batch stepped alone with random
+    actions, in the same run: the ratio is the share of the env's speed that training keeps."""
+    import tempfile
+
+    from arena_envs.training import ppo
+    from arena_envs.training.common import load_config
+
+    config = load_config("Foraging-v0", "ppo/foraging")
+    config.update(timesteps=10**12, checkpoint_every=10**12, eval_every=0)  # stopped by the clock
+    envs = ppo.make_envs(config, int(config["n_envs"]))
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
+    env_rate = _rate(lambda i: envs.step(pool[i % ACTION_POOL]), envs.num_envs, seconds)
+    envs.close()
+    with tempfile.TemporaryDirectory() as out:
+        speed = ppo.train(config, Path(out), max_minutes=seconds / 60, progress=False)
+    return [(TRAINING_ENV_ROW, env_rate, "env-steps/s"), (TRAINING_ROW, speed["steps_per_s"], "env-steps/s")]
+
+
 def sandbox_rows(seconds: float) -> list[tuple[str, float, str]]:
     """The code sandbox: cold start of an id, calls/s and latency of 16 ids, in a bubblewrap
     jail, without one and as a subprocess per call (see :mod:`arena_envs.tools.sandbox_bench`)."""
@@ -350,6 +377,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "chat": chat_rows,
     "team_capture": team_capture_rows,
     "sharded": sharded_rows,
+    "training": training_rows,
     "reference": reference_rows,
     "serve": serve_rows,
     "sandbox": sandbox_rows,
@@ -362,6 +390,7 @@ RATIOS = (
     ("Foraging B=8192, num_workers=2", "Foraging B=8192, num_workers=1 (the native batch)"),
     ("Foraging B=8192, num_workers=2, copy=False", "Foraging B=8192, num_workers=1 (the native batch)"),
     ("Foraging B=8192, num_workers=2", "CartPole-v1 native vector env B=4096 (reference)"),
+    (TRAINING_ROW, TRAINING_ENV_ROW),
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),

@@ -117,29 +117,35 @@ class ScriptedForager:
 
     def _detour(self, x, z, tx, tz):
         """The point to walk to: the target, or a waypoint beside the first hazard in the way."""
-        hr = self.params.hazard_radius
-        sx, sz = (tx - x)[:, None], (tz - z)[:, None]
         m = self.memory
-        hx, hz = m["haz_x"] - x[:, None], m["haz_z"] - z[:, None]
-        seg2 = np.maximum(sx * sx + sz * sz, 1e-6)
-        t = np.clip((hx * sx + hz * sz) / seg2, 0.0, 1.0)
-        cx, cz = t * sx - hx, t * sz - hz  # from the hazard to the closest point of the path
-        gap = np.hypot(cx, cz)
-        blocking = m["haz"] & (gap < hr + HAZARD_MARGIN)
-        first = np.where(blocking, t, np.inf).argmin(1)
-        rows = np.arange(len(x))
-        blocked = blocking[rows, first]
-        # step out sideways from the hazard (perpendicular to the path when dead centre)
-        ox, oz, g = cx[rows, first], cz[rows, first], gap[rows, first]
-        length = np.sqrt(seg2[:, 0])
-        centred = g < 1e-3
-        ox = np.where(centred, -sz[:, 0] / length, ox / np.maximum(g, 1e-6))
-        oz = np.where(centred, sx[:, 0] / length, oz / np.maximum(g, 1e-6))
-        wx = x + hx[rows, first] + ox * (hr + DETOUR_MARGIN)
-        wz = z + hz[rows, first] + oz * (hr + DETOUR_MARGIN)
-        limit = self.params.half_size - 1.0
-        wx, wz = np.clip(wx, -limit, limit), np.clip(wz, -limit, limit)
-        return np.where(blocked, wx, tx), np.where(blocked, wz, tz)
+        return detour(x, z, tx, tz, m["haz_x"] - x[:, None], m["haz_z"] - z[:, None], m["haz"], self.params)
+
+
+def detour(x, z, tx, tz, hx, hz, known, params: WorldParams):
+    """Where to walk, from (x, z) towards (tx, tz) (arrays (B,)), past hazards at offsets (hx, hz)
+    from the walker ((B, H), where ``known``): the target itself, or a waypoint beside the first
+    hazard whose radius (plus a margin) the straight path would cross."""
+    hr = params.hazard_radius
+    sx, sz = (tx - x)[:, None], (tz - z)[:, None]
+    seg2 = np.maximum(sx * sx + sz * sz, 1e-6)
+    t = np.clip((hx * sx + hz * sz) / seg2, 0.0, 1.0)
+    cx, cz = t * sx - hx, t * sz - hz  # from the hazard to the closest point of the path
+    gap = np.hypot(cx, cz)
+    blocking = known & (gap < hr + HAZARD_MARGIN)
+    first = np.where(blocking, t, np.inf).argmin(1)
+    rows = np.arange(len(x))
+    blocked = blocking[rows, first]
+    # step out sideways from the hazard (perpendicular to the path when dead centre)
+    ox, oz, g = cx[rows, first], cz[rows, first], gap[rows, first]
+    length = np.sqrt(seg2[:, 0])
+    centred = g < 1e-3
+    ox = np.where(centred, -sz[:, 0] / length, ox / np.maximum(g, 1e-6))
+    oz = np.where(centred, sx[:, 0] / length, oz / np.maximum(g, 1e-6))
+    wx = x + hx[rows, first] + ox * (hr + DETOUR_MARGIN)
+    wz = z + hz[rows, first] + oz * (hr + DETOUR_MARGIN)
+    limit = params.half_size - 1.0
+    wx, wz = np.clip(wx, -limit, limit), np.clip(wz, -limit, limit)
+    return np.where(blocked, wx, tx), np.where(blocked, wz, tz)
 
 
 class ScriptedCrafter:

@@ -136,6 +136,9 @@ TESTED_BY: dict[str, str] = {
     "arena-train team_capture_v0 --timesteps 2000000 --out runs/lean_tc":
         LEAN + "test_team_capture_self_play_logs_its_evaluation",
     "arena-eval runs/lean_tc team_capture_v0 --episodes 64": LEAN + "test_team_capture_self_play_logs_its_evaluation",
+    "arena-train Crafting-v0 --out runs/lean_crafting": LEAN + "test_crafting_runs",
+    "arena-eval runs/lean_crafting Crafting-v0 --episodes 200 --stochastic": LEAN + "test_crafting_runs",
+    "arena-bench --only training": LEAN + "test_arena_bench_training_row_sets_training_against_its_envs_alone",
 }
 
 # other projects' programs: the docs show how to use them with the arena, no test here runs them

@@ -265,3 +265,26 @@ def test_decode_then_encode_is_exact_in_the_other_scenarios(scenario):
                                                                   {kk: vv[0] for kk, vv in v.items()})
                                                               for k, v in structured.items()})
         obs, *_ = envs.step(split_agents(structured, agents))
+
+
+def test_detour_walks_around_a_shown_hazard_in_the_way_and_straight_otherwise():
+    w = World(num_envs=2, resources=1, hazards=1, obstacles=0)
+    for b in range(2):
+        w.resource(b, 0, 8.0, 0.0)
+    w.hazard(0, 0, 4.0, 0.3, kind=0)  # a pit on the way in world 0, none in world 1
+    enc = FlatEncoding.for_env(w.envs, directions=8, targets=1, detour=True)
+    straight = FlatEncoding.for_env(w.envs, directions=8, targets=1)
+    obs, *_ = w.step()
+    flat = np.zeros((2, len(enc.components)), np.int64)
+    flat[:, enc.components.index("move")] = 8  # to the nearest resource
+    target = enc.decode(flat, obs)["move_to"][:, :2]
+    np.testing.assert_allclose(straight.decode(flat, obs)["move_to"][:, :2], [[8.0, 0.0]] * 2, atol=1e-6)
+    np.testing.assert_allclose(target[1], [8.0, 0.0], atol=1e-6)
+    # world 0: a waypoint beside the pit (away from the side it leans to), clear of its radius
+    radius = w.envs.unwrapped.scenario.params.hazard_radius
+    assert target[0, 1] < 0 and np.hypot(target[0, 0] - 4.0, target[0, 1] - 0.3) > radius
+    damage = np.zeros(2)
+    for _ in range(60):  # walk: to the waypoint, then on to the resource
+        obs, _, _, _, info = w.step(enc.decode(flat, obs))
+        damage += info["damage_taken"] if "damage_taken" in info else 0
+    assert (obs["agent"][:, 0] > 7.0).all() and w.state.damage_taken[:, 0].max() == 0

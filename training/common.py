@@ -123,7 +123,7 @@ class PPOConfig:
 
 # the keys a config may have besides its sections, and what the trainers read from each section
 RUN_KEYS = ("algo", "env_id", "n_envs", "num_workers", "timesteps", "seed", "torch_threads", "normalize_reward",
-            "checkpoint_every", "eval_every", "eval_episodes", "policy", "capture_video")
+            "checkpoint_every", "eval_every", "eval_episodes", "eval_stochastic", "policy", "capture_video")
 
 
 def known_keys(config: dict[str, Any], algo: str) -> list[str]:

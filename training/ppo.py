@@ -189,8 +189,12 @@ class ReturnScaler:
 
 # -- 5. what the run writes ----------------------------------------------------------------------
 
-# progress.csv's columns: the names SB3 logs (arena-eval plots rollout/score_mean or eval/return_mean)
-COLUMNS = ("time/total_timesteps", "time/time_elapsed", "time/fps", "time/env_share", "time/iterations",
+# progress.csv's columns: the names SB3 logs (arena-eval plots rollout/score_mean or eval/return_mean).
+# time/time_elapsed is the wall time of training alone: the periodic evaluation's is time/eval_seconds, so
+# that the first row whose eval/score_mean reaches a target gives the time to reach it, however often the
+# run evaluates.
+COLUMNS = ("time/total_timesteps", "time/time_elapsed", "time/eval_seconds", "time/fps", "time/env_share",
+           "time/iterations",
            "rollout/ep_rew_mean", "rollout/ep_len_mean", "rollout/score_mean", "rollout/success_rate",
            "rollout/score_episodes",
            "train/learning_rate", "train/policy_gradient_loss", "train/value_loss", "train/entropy_loss",
@@ -314,7 +318,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
 
     obs_np, _ = envs.reset(seed=seed)
     obs = torch.from_numpy(obs_np).view(N, obs_size)  # no copy: the env's array seen by torch
-    start, env_seconds = time.perf_counter(), 0.0
+    start, env_seconds, eval_seconds, cpu_start = time.perf_counter(), 0.0, 0.0, time.process_time()
     for update in range(1, updates + 1):
         if args.anneal_lr:  # linearly to 0 over the whole run (also across resumed segments)
             for group in optimizer.param_groups:
@@ -384,10 +388,17 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        # 6d. log, checkpoint, evaluate
-        elapsed = time.perf_counter() - start
+        # 6d. evaluate, log, checkpoint
+        evaluation = {}
+        if eval_every and step >= next_eval:
+            next_eval = step + eval_every
+            tick = time.perf_counter()
+            evaluation = periodic_eval(agent, config)
+            eval_seconds += time.perf_counter() - tick
+        elapsed = time.perf_counter() - start - eval_seconds
         variance = b_ret.var()
-        row = {"time/total_timesteps": step, "time/time_elapsed": elapsed, "time/iterations": update,
+        row = {"time/total_timesteps": step, "time/time_elapsed": elapsed, "time/eval_seconds": eval_seconds,
+               "time/iterations": update,
                "time/fps": (step - start_step) / elapsed, "time/env_share": env_seconds / elapsed,
                "train/learning_rate": optimizer.param_groups[0]["lr"],
                "train/policy_gradient_loss": pg_loss.item(), "train/value_loss": v_loss.item(),
@@ -401,9 +412,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
             row["rollout/score_episodes"] = len(scores)
         if successes:
             row["rollout/success_rate"] = float(np.mean(successes))
-        if eval_every and step >= next_eval:
-            next_eval = step + eval_every
-            row.update(periodic_eval(agent, config))
+        row.update(evaluation)
         log.write(row)
         if progress:
             shown = (f"eval {row['eval/return_mean']:.1f}" if "eval/return_mean" in row and not scores
@@ -418,7 +427,8 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
             break
     if progress:
         print()
-    seconds = max(time.perf_counter() - start, 1e-9)
+    seconds = max(time.perf_counter() - start - eval_seconds, 1e-9)
+    cpu_seconds = time.process_time() - cpu_start  # this process's: the figure a busy machine moves least
 
     # 7. the final model, also as the last checkpoint (for --resume)
     save_checkpoint(agent, optimizer, scaler, step, config, checkpoints)
@@ -429,6 +439,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
     log.close()
     speed = {"algo": "ppo", "n_envs": B, "num_workers": int(config.get("num_workers", 1)), "timesteps": step,
              "seconds": seconds, "steps_per_s": (step - start_step) / seconds, "env_share": env_seconds / seconds,
+             "eval_seconds": eval_seconds, "cpu_seconds": cpu_seconds,
              "torch_threads": torch.get_num_threads(),
              "score_mean": float(np.mean(scores)) if scores else None, "score_episodes": len(scores)}
     (out / "speed.json").write_text(json.dumps(speed, indent=2))
@@ -446,14 +457,20 @@ def save_checkpoint(agent: Agent, optimizer: torch.optim.Optimizer, scaler: Retu
 
 def periodic_eval(agent: Agent, config: dict[str, Any], opponent: str = "scripted", seed: int = 10_000
                   ) -> dict[str, float]:
-    """The deterministic policy on ``eval_episodes`` held-out worlds (as blue against ``opponent`` in
-    team capture): eval/return_mean, eval/score_mean, eval/success_rate."""
+    """The policy on ``eval_episodes`` held-out worlds (as blue against ``opponent`` in team capture),
+    its most likely actions or, with ``eval_stochastic``, sampled ones (what ``arena-eval --stochastic``
+    plays): eval/return_mean, eval/score_mean, eval/success_rate."""
     env_id = config["env_id"]
+    sampled = bool(config.get("eval_stochastic", False))
 
     def make_agent(envs):
-        return ModelAgent(agent, FlatEncoding.for_env(envs, **config.get("encoding", {})))
+        return ModelAgent(agent, FlatEncoding.for_env(envs, **config.get("encoding", {})), deterministic=not sampled)
 
-    result = play(make_agent, env_id, int(config.get("eval_episodes", 32)), seed, config.get("env_kwargs", {}),
-                  agent_factory(opponent, env_id, seed) if is_team(env_id) else None)
+    # the evaluation's samples come from a generator of their own: training draws the same numbers
+    # whether or how often it evaluates
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        result = play(make_agent, env_id, int(config.get("eval_episodes", 32)), seed, config.get("env_kwargs", {}),
+                      agent_factory(opponent, env_id, seed) if is_team(env_id) else None)
     return {"eval/return_mean": float(result["return"].mean()), "eval/score_mean": float(result["score"].mean()),
             "eval/success_rate": float(result["success"].mean())}

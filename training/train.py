@@ -96,8 +96,9 @@ class EpisodeStats(BaseCallback):
 
 
 class PeriodicEval(BaseCallback):
-    """Every ``every`` steps, the deterministic policy plays ``episodes`` held-out worlds (as blue
-    against ``opponent`` in team capture); logs eval/return_mean, eval/score_mean, eval/success_rate."""
+    """Every ``every`` steps, the policy plays ``episodes`` held-out worlds (as blue against ``opponent``
+    in team capture), its most likely actions or, with the config's ``eval_stochastic``, sampled ones;
+    logs eval/return_mean, eval/score_mean, eval/success_rate."""
 
     def __init__(self, config: dict, every: int, episodes: int, opponent: str = "scripted", seed: int = 10_000):
         super().__init__()
@@ -110,7 +111,8 @@ class PeriodicEval(BaseCallback):
             env_id = self.config["env_id"]
 
             def make_agent(envs):
-                return ModelAgent(self.model, FlatEncoding.for_env(envs, **self.config.get("encoding", {})))
+                return ModelAgent(self.model, FlatEncoding.for_env(envs, **self.config.get("encoding", {})),
+                                  deterministic=not self.config.get("eval_stochastic", False))
 
             result = play(make_agent, env_id, self.episodes, self.seed, self.config.get("env_kwargs", {}),
                           agent_factory(self.opponent, env_id, self.seed))

@@ -24,7 +24,9 @@ it reads the scenario's tables (resources, stations, capture points, ...) by nam
 ``move_to_targets`` (the default) the values above go to the scenario's targets, in this
 order: the ``targets`` nearest shown resources, then stations (with ``targets_by_kind``:
 the nearest shown one of each type instead), then every capture point in its fixed
-order. ``query_world`` always asks with radius ``query_radius`` (default the maximum)
+order. With ``detour``, ``move`` walks around hazards: to a waypoint beside the first shown
+hazard the straight path would cross (as the scripted forager does), else to its target.
+``query_world`` always asks with radius ``query_radius`` (default the maximum)
 and no filter; messages go to all teammates.
 
 A shown row is one visible or in the last query result. When fewer than ``k + 1`` are
@@ -58,6 +60,7 @@ from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
+from arena_envs.scripted import detour
 from arena_envs.world import COLLECT, CRAFT, MOVE_TO, QUERY_WORLD, SEND_MESSAGE, TOOL_NAMES, WorldParams
 
 F32 = np.float32
@@ -102,7 +105,8 @@ class FlatEncoding:
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Dict, params: WorldParams, *,
                  tools: Sequence[str] = TOOL_NAMES, directions: int = 8, step: float = 5.0,
                  speeds: Sequence[float] = (1.0,), targets: int = 3, move_to_targets: bool = True,
-                 targets_by_kind: bool = False, query_radius: float | None = None, dict_obs: bool = False):
+                 targets_by_kind: bool = False, detour: bool = False, query_radius: float | None = None,
+                 dict_obs: bool = False):
         unknown = set(tools) - set(TOOL_NAMES)
         if unknown or not tools:
             raise ValueError(f"tools must be a non-empty subset of {TOOL_NAMES}, got {list(tools)}")
@@ -120,6 +124,7 @@ class FlatEncoding:
             raise ValueError(f"speeds must lie in (0, {params.max_speed_multiplier}], got {list(speeds)}")
         self.query_radius = F32(params.query_radius_max if query_radius is None else query_radius)
         self.targets_by_kind = targets_by_kind
+        self.detour = bool(detour) and "hazards" in observation_space.spaces
         angle = 2 * np.pi * np.arange(self.directions) / self.directions
         self._unit = np.stack([np.cos(angle), np.sin(angle)], 1).astype(F32)
 
@@ -319,7 +324,11 @@ class FlatEncoding:
                 dz = np.where(here, np.where(shown, table[:, TABLES[key].dx + 1], 0), dz)
             first += count
         w = F32(self.params.half_size)
-        return np.clip(x + dx, -w, w), np.clip(z + dz, -w, w)
+        tx, tz = np.clip(x + dx, -w, w), np.clip(z + dz, -w, w)
+        if self.detour:  # around the first shown hazard in the way
+            hazards = obs["hazards"]
+            tx, tz = detour(x, z, tx, tz, hazards[..., 2], hazards[..., 3], self.shown(hazards, "hazards"), self.params)
+        return tx, tz
 
     def encode(self, actions: dict[str, Any], obs: dict[str, np.ndarray]) -> np.ndarray:
         """The flat actions whose :meth:`decode` is ``actions`` (unused components 0).
