@@ -212,3 +212,31 @@ def test_arena_agent_others_plays_a_pretrained_team(tmp_path, capsys):
     status, _, err = run_cli(arena_agent, ["TeamCapture-v0", "--agent", "scripted", "--others", "somebody",
                                            "--episodes", "1", "--out", str(tmp_path / "bad")], capsys)
     assert status == 2 and "--others must be scripted, idle or a pretrained policy" in one_line(err)
+
+
+def test_the_documented_commands_run(tmp_path, capsys, monkeypatch):
+    """The block of docs/guide/training.md#shipped-policies, each command at a small scale."""
+    import re
+    import shlex
+
+    from arena_envs.training.export import main as export_main
+
+    page = (ROOT / "docs" / "guide" / "training.md").read_text()
+    block = re.search(r"tested-by: tests/test_pretrained.py::test_the_documented_commands_run -->\n```bash\n(.*?)```",
+                      page, re.S)[1]
+    lines = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    monkeypatch.chdir(tmp_path)
+    untrained_run(tmp_path / "runs" / "foraging", "foraging")
+    small = {"--episodes": "1"}
+    programs = {"arena-eval": arena_eval, "arena-agent": arena_agent}
+    for argv in lines:
+        argv = [small.get(previous, word) for previous, word in zip(["", *argv], argv, strict=True)]
+        if argv[0] == "python":
+            assert argv[1:3] == ["-m", "arena_envs.training.export"]
+            status = export_main(argv[3:])
+        else:
+            extra = ["--max-turns", "3", "--quiet", "--out", "agent"] if argv[0] == "arena-agent" else []
+            status = programs[argv[0]](argv[1:] + extra)
+        out, err = capsys.readouterr()
+        assert status == 0, (argv, err[-2000:])
+    assert pretrained.PretrainedPolicy.read(tmp_path / "foraging.npz").scenario == "foraging"

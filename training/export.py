@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import io
 import json
+import re
 import sys
 import zipfile
 from datetime import datetime, timezone
@@ -73,8 +74,7 @@ def export(spec: str | Path, out: str | Path | None = None, max_bytes: int = MAX
         "scenario": scenario, "encoding": config.get("encoding", {}), "env_kwargs": config.get("env_kwargs", {}),
         "activation": policy_kwargs.get("activation", "tanh"),  # SB3's MlpPolicy default, and the lean PPO's
         "run": {"directory": str(folder), "model": str(model.relative_to(folder)), "algo": config.get("algo"),
-                "seed": config.get("seed"), "timesteps": json.loads(speed.read_text())["timesteps"]
-                if speed.exists() else None,
+                "seed": config.get("seed"), "timesteps": timesteps(model, speed),
                 "sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
                 "exported": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
@@ -87,6 +87,13 @@ def export(spec: str | Path, out: str | Path | None = None, max_bytes: int = MAX
         raise UsageError(f"the policy of {spec} takes {size:,} bytes, more than {max_bytes:,}: train a smaller "
                          f"policy_kwargs.net_arch")
     return part.replace(target)
+
+
+def timesteps(model: Path, speed: Path) -> int | None:
+    """The steps the model was trained for: a checkpoint's name says, else the run's speed.json."""
+    if found := re.fullmatch(r"ppo_(\d+)_steps\.zip", model.name):
+        return int(found.group(1))
+    return json.loads(speed.read_text())["timesteps"] if speed.exists() else None
 
 
 def _nvec(config: dict[str, Any], head: tuple[np.ndarray, np.ndarray]) -> list[int]:
