@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -32,7 +32,10 @@ from arena_envs import pretrained
 from arena_envs.cli import UsageError
 from arena_envs.names import Scenario, resolve, unknown
 from arena_envs.sharded import make_native_env as make_native
-from arena_envs.wrappers.flatten import FlatEncoding, merge_agents, split_agents
+from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, merge_agents, split_agents
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.vec_env import VecEnv
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -210,12 +213,11 @@ def score_text(score_mean: float | None, episodes: int) -> str:
 # -- training envs ---------------------------------------------------------------------
 
 
-def make_vec_env(config: dict[str, Any], n_envs: int, vec: str = "native"):
+def make_vec_env(config: dict[str, Any], n_envs: int, vec: str = "native") -> VecEnv:
     """SB3 envs for training: the native batch behind :class:`Sb3VecEnv` or, to compare,
     a ``DummyVecEnv`` of single envs under the same flat encoding."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv  # here: naming and playing agents needs no SB3
 
-    from arena_envs.wrappers.flatten import FlatEnv
     from arena_envs.wrappers.sb3 import Sb3VecEnv
 
     env_id, env_kwargs, encoding = config["env_id"], config.get("env_kwargs", {}), config.get("encoding", {})
