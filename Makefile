@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps docs
+.PHONY: test demo bench lint clean soak sysdeps docs results stats
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
@@ -14,6 +14,12 @@ SYSTEM_PACKAGES := bubblewrap libseccomp2 mount util-linux chromium chromium-dri
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
+
+# The statistics of the results page (training/render_results.py) in a small venv of their own:
+# rliable 1.2 needs arch<8, and arch 7 does not import beside pandas 3 (the project venv's).
+STATS       := .venv-stats
+STATS_STAMP := $(STATS)/.installed
+STATS_PACKAGES := rliable==1.2.0 'pandas<3' matplotlib
 
 $(STAMP): $(PY) setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip install --upgrade pip
@@ -27,12 +33,26 @@ sysdeps:
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
 	fi
 
+$(STATS_STAMP):
+	$(PYTHON) -m venv $(STATS)
+	$(STATS)/bin/python -m pip install $(STATS_PACKAGES)
+	touch $(STATS_STAMP)
+
+stats: $(STATS_STAMP)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-test: sysdeps lint
+test: sysdeps lint $(STATS_STAMP)
 	$(PY) -m pytest
+
+# Every headline run (5 seeds x Foraging, Crafting, team capture; about an hour, not in CI), their
+# JSON under docs/results/, the shipped policies exported from the best runs, and the page
+# rendered from the JSON (`make test` runs the same two steps at a few updates per run).
+results: sysdeps $(STAMP) $(STATS_STAMP)
+	$(PY) -m arena_envs.training.results --out docs/results --runs runs/results
+	$(STATS)/bin/python training/render_results.py docs/results --page docs/results.md
 
 demo: sysdeps $(STAMP)
 	$(PY) -m arena_envs.demo
@@ -51,4 +71,4 @@ bench: $(STAMP)
 	$(VENV)/bin/arena-bench
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info runs docs/_build docs/environments
+	rm -rf $(VENV) $(STATS) build dist *.egg-info runs docs/_build docs/environments

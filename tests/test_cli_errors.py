@@ -22,14 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_module_missing_at_import_names_its_extra():
-    """``arena-eval scripted`` without torch (blocked before anything imports it): the console
-    script's function imports the command itself, so the import error becomes the one line."""
+    """``arena-train`` without torch (blocked before anything imports it): the console script's
+    function imports the command itself, so the import error becomes the one line. (``arena-eval``
+    of a baseline or a shipped policy needs no torch: tests/test_pretrained.py.)"""
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from arena_envs.cli import arena_eval\n"
-            "sys.exit(arena_eval(['scripted', 'Foraging-v0', '--episodes', '1']))")
+            "from arena_envs.cli import arena_train\n"
+            "sys.exit(arena_train(['Foraging-v0', '--timesteps', '1']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 2
-    assert one_line(done.stderr) == ("arena-eval: error: torch is not installed (the 'train' extra): "
+    assert one_line(done.stderr) == ("arena-train: error: torch is not installed (the 'train' extra): "
                                      "pip install -e '.[train]' in the arena-envs checkout")
 
 

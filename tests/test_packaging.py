@@ -38,7 +38,8 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_accepts(dist):
     assert checked.stdout.count("PASSED") == 2, checked.stdout
     names = subprocess.run([sys.executable, "-m", "zipfile", "-l", wheel[0]], capture_output=True, text=True).stdout
     for member in ("arena_envs/wrappers/sb3.py", "arena_envs/training/configs/foraging.yaml", "arena_envs/py.typed",
-                   "arena_envs/serve/export.py"):
+                   "arena_envs/serve/export.py", "arena_envs/pretrained/foraging.npz",
+                   "arena_envs/pretrained/crafting.npz", "arena_envs/pretrained/team_capture.npz"):
         assert member in names, member
 
 

@@ -6,32 +6,36 @@ arguments, the flat encoding, the PPO hyperparameters and the run's defaults. A 
 directory holds the resolved ``config.yaml`` next to the model, so evaluation rebuilds
 exactly the encoding the model was trained with.
 
-Agents (:class:`RandomAgent`, :class:`ScriptedAgent`, :class:`ModelAgent`) map a batch of
-raw observations to a batch of structured actions; in team capture they play one team,
-arrays ``(B, agents_per_team, ...)``.
+Agents (:class:`RandomAgent`, :class:`ScriptedAgent`, :class:`ModelAgent`, a shipped
+:class:`~arena_envs.pretrained.PretrainedAgent`) map a batch of raw observations to a batch of
+structured actions; in team capture they play one team, arrays ``(B, agents_per_team, ...)``.
+Naming and playing them (:func:`agent_factory`, :func:`play`) needs no torch: only a
+trained model (:class:`ModelAgent`) and the trainers load it.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import yaml
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 import arena_envs  # noqa: F401  (registers the envs)
+from arena_envs import pretrained
 from arena_envs.cli import UsageError
 from arena_envs.names import Scenario, resolve, unknown
+from arena_envs.sharded import make_native_env as make_native
 from arena_envs.wrappers.flatten import FlatEncoding, FlatEnv, merge_agents, split_agents
-from arena_envs.wrappers.sb3 import Sb3VecEnv, make_native
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.vec_env import VecEnv
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -212,32 +216,16 @@ def score_text(score_mean: float | None, episodes: int) -> str:
 def make_vec_env(config: dict[str, Any], n_envs: int, vec: str = "native") -> VecEnv:
     """SB3 envs for training: the native batch behind :class:`Sb3VecEnv` or, to compare,
     a ``DummyVecEnv`` of single envs under the same flat encoding."""
+    from stable_baselines3.common.vec_env import DummyVecEnv  # here: naming and playing agents needs no SB3
+
+    from arena_envs.wrappers.sb3 import Sb3VecEnv
+
     env_id, env_kwargs, encoding = config["env_id"], config.get("env_kwargs", {}), config.get("encoding", {})
     if vec == "native":
         return Sb3VecEnv.make(env_id, n_envs, flat=encoding, **env_kwargs)
     if vec == "dummy" and not is_team(env_id):
         return DummyVecEnv([lambda: FlatEnv(gym.make(env_id, **env_kwargs), **encoding) for _ in range(n_envs)])
     raise ValueError(f"vec must be 'native' or (for single-agent envs) 'dummy', got {vec!r}")
-
-
-class VecEnvTimer(VecEnvWrapper):
-    """Adds up the wall time spent inside the envs (reset and step), to report its share."""
-
-    def __init__(self, venv: VecEnv):
-        super().__init__(venv)
-        self.seconds = 0.0
-
-    def reset(self):
-        start = time.perf_counter()
-        obs = self.venv.reset()
-        self.seconds += time.perf_counter() - start
-        return obs
-
-    def step_wait(self):
-        start = time.perf_counter()
-        result = self.venv.step_wait()
-        self.seconds += time.perf_counter() - start
-        return result
 
 
 # -- agents ----------------------------------------------------------------------------
@@ -316,13 +304,22 @@ SCRIPTED: dict[str, Callable[[Any], Any]] = {"foraging": _scripted("ScriptedFora
                                              "team_capture": _scripted("ScriptedCaptureTeam")}
 
 
-def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool = True) -> Callable[[Any], Any]:
-    """A function of the envs making the agent ``name``: ``random``, ``scripted`` or a model's path."""
+def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | None = None
+                  ) -> Callable[[Any], Any]:
+    """A function of the envs making the agent ``name``: ``random``, ``scripted``, a shipped policy
+    (``pretrained``: this scenario's, ``pretrained:<scenario>``, or an exported ``.npz``; see
+    :mod:`arena_envs.pretrained`) or a model's path. ``deterministic``: the most likely action
+    or a sample; None is each agent's own default (a model's most likely action, a pretrained
+    policy's sample, as it was trained and scored). A name that names nothing fails here, before
+    any env is made."""
     if name == "random":
         return lambda envs: RandomAgent(envs, seed)
     if name == "scripted":
         return lambda envs: ScriptedAgent(envs, env_id)
-    return lambda envs: ModelAgent.load(name, envs, deterministic)
+    if pretrained.is_pretrained(name):
+        policy = pretrained.load(name, env_id)
+        return lambda envs: policy.agent(envs, bool(deterministic), seed)
+    return lambda envs: ModelAgent.load(name, envs, deterministic is not False)
 
 
 # -- episodes --------------------------------------------------------------------------

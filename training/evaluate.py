@@ -1,8 +1,9 @@
-"""``arena-eval``: a trained model against the random agent and the scripted baseline.
+"""``arena-eval``: a trained model or a shipped policy against the random agent and the scripted baseline.
 
     arena-eval runs/foraging Foraging-v0 --episodes 200 --rollout
     arena-eval scripted Foraging-v0 --episodes 200           # the baselines alone
     arena-eval runs/team_capture team_capture_v0 --episodes 64
+    arena-eval pretrained Crafting-v0 --episodes 200         # the shipped policy (no torch needed)
 
 Every agent plays the same K seeded worlds (one episode each, seeds ``--seed`` ...
 ``--seed + K - 1``, held out from training's by default). In team capture every agent
@@ -30,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from arena_envs import pretrained
 from arena_envs.cli import UsageError, arena_eval, checked_env_arguments, env_argument
 from arena_envs.names import resolve
+from arena_envs.sharded import make_native_env as make_native
 from arena_envs.training.common import (
     agent_factory,
     is_team,
@@ -46,7 +48,6 @@ from arena_envs.training.common import (
 )
 from arena_envs.world import RESULT_CODES, TOOL_NAMES
 from arena_envs.wrappers.flatten import merge_agents
-from arena_envs.wrappers.sb3 import make_native
 
 BASELINES = ("random", "scripted")
 
@@ -198,12 +199,16 @@ def _jsonable(actions: dict[str, Any], i: int) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", metavar="MODEL_OR_BASELINE",
-                        help="a model (.zip or run directory from arena-train) or a baseline: random, scripted")
+                        help="a model (.zip or run directory from arena-train), a shipped policy (pretrained, "
+                             "pretrained:<scenario>, an exported .npz) or a baseline: random, scripted")
     parser.add_argument("env", help="scenario, any spelling: Foraging-v0, arena_envs/Foraging-v0, foraging, "
                                     "team_capture_v0 ...")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
     parser.add_argument("--seed", type=int, default=10_000, help="seed of the first world (default 10000)")
-    parser.add_argument("--stochastic", action="store_true", help="sample the model's actions (default: mode)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stochastic", action="store_true",
+                      help="sample the policy's actions (default: a model's most likely, a pretrained policy's sample)")
+    mode.add_argument("--deterministic", action="store_true", help="the policy's most likely actions")
     parser.add_argument("--out", help="where to write (default: the model's run directory, else runs/eval)")
     parser.add_argument("--rollout", action="store_true", help="also record one episode of the model")
     parser.add_argument("--env-arg", type=env_argument, action="append", default=[], metavar="KEY=VALUE",
@@ -218,9 +223,11 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     matchup, ``"<blue> vs <red>"``, in team capture)."""
     args = parse_args(argv)
     env_id = trainable(args.env).env_id
-    torch.set_num_threads(1)  # small batches of a small MLP: more threads would only contend
-    is_model = args.model not in BASELINES
+    is_model = args.model not in BASELINES and not pretrained.is_pretrained(args.model)
     if is_model:
+        import torch
+
+        torch.set_num_threads(1)  # small batches of a small MLP: more threads would only contend
         path = model_path(args.model)
         config = run_config(path)
         trained_on = resolve(config["env_id"])
@@ -230,6 +237,10 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         env_kwargs = {**config.get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out) if args.out else path.parent
         names = {"ppo": str(path), **{b: b for b in BASELINES}}
+    elif pretrained.is_pretrained(args.model):  # played with the env arguments it was trained with
+        env_kwargs = {**pretrained.load(args.model, env_id).env_kwargs, **dict(args.env_arg)}
+        out = Path(args.out or "runs/eval")
+        names = {args.model: args.model, **{b: b for b in BASELINES}}
     else:
         env_kwargs = {**load_config(env_id).get("env_kwargs", {}), **dict(args.env_arg)}
         out = Path(args.out or "runs/eval")
@@ -240,15 +251,18 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     matchups = ({f"{name} vs {rival}": (spec, rival) for name, spec in names.items() for rival in BASELINES}
                 if is_team(env_id) else {name: (spec, None) for name, spec in names.items()})
 
+    mode = False if args.stochastic else True if args.deterministic else None  # None: each agent's default
+
     def factory(spec):
-        return agent_factory(spec, env_id, args.seed, not args.stochastic) if spec else None
+        return agent_factory(spec, env_id, args.seed, mode) if spec else None
 
     results = {name: play(factory(spec), env_id, args.episodes, args.seed, env_kwargs, factory(rival),
                           record=args.record, label=name)
                for name, (spec, rival) in matchups.items()}
     settings = ", ".join(f"{k}={v}" for k, v in env_kwargs.items())
     title = (f"{env_id} ({settings}), {args.episodes} episodes per row, seeds {args.seed}.."
-             f"{args.seed + args.episodes - 1}" + (", stochastic policy" if args.stochastic else ""))
+             f"{args.seed + args.episodes - 1}"
+             + (", stochastic policy" if args.stochastic else ", most likely actions" if args.deterministic else ""))
     if is_team(env_id):
         title += "\n(blue vs red; return = blue's score minus red's, score = blue's, success = blue wins)"
     table = format_table(results, title)

@@ -44,7 +44,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.logger import Logger, make_output_format
 from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, VecNormalize
 
 from arena_envs.cli import UsageError, arena_train, checked_env_arguments
 from arena_envs.names import SCENARIOS, find
@@ -52,7 +52,6 @@ from arena_envs.training import ppo
 from arena_envs.training.common import (
     CONFIG_DIR,
     ModelAgent,
-    VecEnvTimer,
     agent_factory,
     apply_overrides,
     config_names,
@@ -149,6 +148,26 @@ def capture_video(config: dict, folder: Path, model, steps: int) -> Path:
     gif, _ = record_rollout(make_agent, env_id, 10_000, folder, config.get("env_kwargs", {}), opponent,
                             name=f"rollout_{steps}_steps")
     return gif
+
+
+class VecEnvTimer(VecEnvWrapper):
+    """Adds up the wall time spent inside the envs (reset and step), to report its share."""
+
+    def __init__(self, venv: VecEnv):
+        super().__init__(venv)
+        self.seconds = 0.0
+
+    def reset(self):
+        start = time.perf_counter()
+        obs = self.venv.reset()
+        self.seconds += time.perf_counter() - start
+        return obs
+
+    def step_wait(self):
+        start = time.perf_counter()
+        result = self.venv.step_wait()
+        self.seconds += time.perf_counter() - start
+        return result
 
 
 class WallClockLimit(BaseCallback):

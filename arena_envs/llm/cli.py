@@ -5,6 +5,7 @@
     arena-agent arena_envs/TreasureHunt-v0 --agent scripted --format hermes --episodes 16
     arena-agent arena_envs/Foraging-v0 --base-url ... --model ... --group-size 8 --wait-ticks 50
     arena-agent arena_envs/TeamCapture-v0 --base-url ... --model ... --chat-agents blue_agent_1,blue_agent_2
+    arena-agent arena_envs/TeamCapture-v0 --agent scripted --others pretrained   # the rest: the shipped policy
 
 Appends each episode to ``<out>/transcripts.jsonl`` (OpenAI messages and tools, reward, seed,
 scenario, parse telemetry, usage, timing, error and its class) and ``<out>/results.jsonl`` (the
@@ -86,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="environment argument, e.g. difficulty=medium (JSON values allowed)")
     parser.add_argument("--chat-agents", default="blue_agent_1",
                         help="Team Capture: the agents played through chat, comma-separated")
-    parser.add_argument("--others", choices=("scripted", "idle"), default="scripted",
-                        help="Team Capture: what the agents not in --chat-agents do")
+    parser.add_argument("--others", default="scripted", metavar="scripted|idle|pretrained",
+                        help="Team Capture: what the agents not in --chat-agents do: the scripted team, stand "
+                             "still, or a shipped policy (pretrained, pretrained:team_capture, an exported .npz)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--record", metavar="DIR", help="also write every episode to DIR/episodes.jsonl for "
                         "arena-view (Team Capture: one episode per chat agent)")
@@ -203,9 +205,10 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         team = {"chat_agents": [a.strip() for a in args.chat_agents.split(",") if a.strip()],
                 "others": args.others, **options}
         try:  # a bad agent name or argument: say so now, not once per episode
+            from arena_envs.llm.runner import other_teams
             from arena_envs.llm.team import TeamChat
 
-            probe = TeamChat(team["chat_agents"], **options)
+            probe = TeamChat(team["chat_agents"], other_teams(args.others, args.seed, options), **options)
             tools = universal_schemas(probe.world.params)  # every chat agent's
             probe.close()
         except (ValueError, TypeError) as error:

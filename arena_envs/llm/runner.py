@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -166,17 +166,36 @@ async def run_episode(pool: ChatPool, agent: Any, seed: int, group: int = 0, ind
     return tally.record
 
 
+def other_teams(others: str, seed: int = 0, options: Mapping[str, Any] | None = None) -> list[Any]:
+    """The controllers of Team Capture's agents that do not chat, as ``--others`` names them
+    (see :func:`run_team_episode`); ``options`` are the match's (its env arguments matter)."""
+    from arena_envs.llm.chat import ChatOptions
+    from arena_envs.llm.team import pretrained_team, scripted_team
+    from arena_envs.pretrained import is_pretrained
+
+    if others == "scripted":
+        return [scripted_team("blue"), scripted_team("red")]
+    if others == "idle":
+        return []
+    if is_pretrained(others):
+        env_kwargs = {k: v for k, v in (options or {}).items() if k != "recording"}
+        ChatOptions.pop(env_kwargs)
+        return [pretrained_team(team, others, seed=seed, **env_kwargs) for team in ("blue", "red")]
+    raise ValueError(f"--others must be scripted, idle or a pretrained policy (pretrained, "
+                     f"pretrained:team_capture, an exported .npz), got {others!r}")
+
+
 async def run_team_episode(agent: Any, seed: int, group: int = 0, index: int = 0, *,
                            chat_agents: Iterable[str] = ("blue_agent_1",), others: str = "scripted",
                            **options: Any) -> list[EpisodeRecord]:
     """One Team Capture match with ``chat_agents`` played by ``agent`` (their replies asked together)
-    and the other agents ``"scripted"`` (the scripted team) or ``"idle"``; one record per chat agent.
-    ``options``: chat options, ``team_capture_v0.parallel_env`` arguments and :class:`TeamChat`'s
-    ``recording``."""
-    from arena_envs.llm.team import TeamChat, scripted_team
+    and the other agents ``"scripted"`` (the scripted team), ``"idle"`` or a shipped policy
+    (``"pretrained"``, ``"pretrained:team_capture"``, an exported ``.npz``); one record per chat
+    agent. ``options``: chat options, ``team_capture_v0.parallel_env`` arguments and
+    :class:`TeamChat`'s ``recording``."""
+    from arena_envs.llm.team import TeamChat
 
-    controllers = [scripted_team("blue"), scripted_team("red")] if others == "scripted" else []
-    match = TeamChat(list(chat_agents), controllers, **options)
+    match = TeamChat(list(chat_agents), other_teams(others, seed, options), **options)
     names = list(match.sessions)
     tallies = {name: _Tally(EpisodeRecord("TeamCapture", seed, group, index, agent=name), agent) for name in names}
     try:

@@ -16,7 +16,8 @@ sees every message delivered since its last observation.
 
 A controller is any ``callable(observations) -> {agent: structured action}`` over the
 PettingZoo observation arrays of every agent: :func:`scripted_team` wraps the scripted
-team, :func:`policy_controller` an RL policy of one agent's observation.
+team, :func:`pretrained_team` a shipped policy (:mod:`arena_envs.pretrained`),
+:func:`policy_controller` an RL policy of one agent's observation.
 """
 
 from __future__ import annotations
@@ -40,14 +41,35 @@ def scripted_team(team: str, agents: Sequence[str] | None = None, params: Any = 
     of ``team`` ("blue" or "red"; default: every agent of the team not given to a chat session)."""
     from arena_envs.scripted import ScriptedCaptureTeam
 
-    brain = ScriptedCaptureTeam(params)
+    return team_controller(team, ScriptedCaptureTeam(params).act, agents)
+
+
+def pretrained_team(team: str, name: str = "pretrained", agents: Sequence[str] | None = None, seed: int = 0,
+                    **env_kwargs: Any) -> Controller:
+    """A shipped policy (:mod:`arena_envs.pretrained`: ``pretrained``, ``pretrained:team_capture`` or
+    an exported ``.npz``) controlling ``agents`` of ``team``, its actions sampled from ``seed``.
+    ``env_kwargs``: the match's env arguments (on top of the policy's own), which must give the
+    observations it was trained on."""
+    from arena_envs import pretrained
+    from arena_envs.envs import build
+
+    policy = pretrained.load(name, "team_capture")
+    rules, _, _ = build("team_capture", **{**policy.env_kwargs, **env_kwargs})
+    brain = pretrained.PretrainedAgent(policy, rules.observation_space, rules.action_space, rules.params, seed=seed)
+    return team_controller(team, brain.act, agents)
+
+
+def team_controller(team: str, act_team: Callable[[dict[str, np.ndarray]], Any],
+                    agents: Sequence[str] | None = None) -> Controller:
+    """A controller of ``agents`` of ``team`` (default: every agent of the team not given to a chat
+    session) from ``act_team``, a team's policy of stacked arrays (N, ...) -> actions (N, ...)."""
 
     def act(observations: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, Any]:
         members = sorted((a for a in observations if a.startswith(team + "_")), key=_number)
         if not members:
             return {}
         stacked = {key: np.stack([observations[a][key] for a in members]) for key in observations[members[0]]}
-        actions = brain.act(stacked)
+        actions = act_team(stacked)
         chosen = agents if agents is not None else members
         return {a: _row(actions, i) for i, a in enumerate(members) if a in chosen}
 

@@ -3,6 +3,7 @@
     arena-view runs/eval/rec                   # serves http://127.0.0.1:8765/ until Ctrl-C
     arena-view runs/agent --port 9000
     arena-view runs/eval/rec --export site/    # a static site: open site/index.html, or publish it
+    arena-view --play pretrained Foraging-v0   # play an agent first (arena-eval --record), then show it
 
 PATH is a recording (``episodes.jsonl`` or ``.jsonl.gz`` from ``RecordEpisodes``,
 ``arena-eval --record`` or ``arena-agent --record``) or a directory searched for them.
@@ -11,6 +12,10 @@ buttons, drag to pan), with a legend, a timeline to scrub, play/pause and speed;
 tick the tool calls, results, messages, rewards and info; beside an LLM episode its
 transcript, the current turn highlighted (click a turn to go to its tick); a list of the
 episodes to filter by scenario, seed, success, score and error class.
+
+``--play AGENT SCENARIO`` records ``--episodes`` episodes of an agent named as ``arena-eval``
+names them (``pretrained``, ``pretrained:<scenario>``, ``scripted``, ``random``, a run directory),
+beside the random and scripted baselines, in a temporary folder, and shows those.
 
 The front end is plain JavaScript drawing on a canvas, with no framework and no build step:
 nothing to download or compile, it works offline and from a static export, and the whole
@@ -23,6 +28,7 @@ import argparse
 import re
 import shutil
 import sys
+import tempfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -80,10 +86,24 @@ def export(episodes: Episodes, directory: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena-view", description=__doc__.split("\n\n")[0])
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="recordings (.jsonl, .jsonl.gz) or directories")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="recordings (.jsonl, .jsonl.gz) or directories")
+    parser.add_argument("--play", nargs=2, metavar=("AGENT", "SCENARIO"),
+                        help="record an agent's episodes first (arena-eval's names: pretrained, scripted, a run ...)")
+    parser.add_argument("--episodes", type=int, default=2, help="--play: episodes per agent (default 2)")
     parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)")
     parser.add_argument("--export", metavar="DIR", help="write a static site to DIR instead of serving")
     args = parser.parse_args(argv)
+    if not args.paths and not args.play:
+        parser.error("give recordings (PATH) or --play AGENT SCENARIO")
+    if args.play:
+        from arena_envs.cli import arena_eval
+
+        folder = tempfile.mkdtemp(prefix="arena-view-")
+        agent, scenario = args.play
+        status = arena_eval([agent, scenario, "--episodes", str(args.episodes), "--out", folder, "--record", folder])
+        if status:
+            return status
+        args.paths = [folder, *args.paths]
     try:
         episodes = Episodes.load(args.paths)
     except (FileNotFoundError, ValueError) as error:

@@ -1,0 +1,201 @@
+"""Trained policies shipped in the package, played by name with a numpy forward pass (no torch).
+
+    from arena_envs.pretrained import load
+    policy = load("pretrained", "Foraging-v0")      # this scenario's shipped policy
+    policy = load("pretrained:crafting")             # a scenario's, by any spelling of its name
+    agent = policy.agent(envs, deterministic=False, seed=0)   # acts on a batch of raw observations
+
+Wherever an agent is named (``arena-eval``, ``arena-agent --others``, ``arena-view --play``,
+``training.common.agent_factory`` and so the league) these spellings work:
+
+- ``pretrained``: the shipped policy of the scenario being played;
+- ``pretrained:<scenario>``: a scenario's policy by any spelling of its name (it must be the
+  scenario being played: a policy fits one observation space);
+- a path to a ``.npz`` file written by the exporter (``python -m arena_envs.training.export``).
+
+A file is one ``.npz`` (no pickle): the actor's layers (``policy.<i>.weight`` as (in, out),
+``policy.<i>.bias``), its head (``action.weight``, ``action.bias``) and ``metadata``, a JSON
+string: the scenario, the flat encoding and env arguments it was trained with (so the agent
+rebuilds the same :class:`~arena_envs.wrappers.FlatEncoding`), the activation, and the run that
+made it. The critic is left out: playing needs only the actor. Actions are sampled by default
+(the policies are trained, and scored in ``docs/results.md``, that way; a policy without memory
+can repeat its most likely action forever), reproducibly from ``seed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arena_envs.cli import UsageError
+from arena_envs.names import SCENARIOS, find, resolve, unknown
+from arena_envs.wrappers.flatten import FlatEncoding, merge_agents, split_agents
+
+FOLDER = Path(__file__).parent
+PREFIX = "pretrained"
+FORMAT = 1  # of the file: bumped when its layout changes
+ACTIVATIONS = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}
+
+
+@dataclass
+class PretrainedPolicy:
+    """A flat-encoded MLP actor: ``layers`` (weight (in, out), bias) with ``activation`` between
+    them, then ``head`` giving the logits of every component of the ``nvec`` action side by side."""
+
+    layers: list[tuple[np.ndarray, np.ndarray]]
+    head: tuple[np.ndarray, np.ndarray]
+    nvec: list[int]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scenario(self) -> str:
+        return self.metadata["scenario"]
+
+    @property
+    def encoding(self) -> dict[str, Any]:
+        return self.metadata.get("encoding", {})
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return self.metadata.get("env_kwargs", {})
+
+    @property
+    def obs_size(self) -> int:
+        return int((self.layers[0][0] if self.layers else self.head[0]).shape[0])
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """The action logits (N, sum(nvec)) of a batch of flat observations (N, obs_size)."""
+        activation = ACTIVATIONS[self.metadata.get("activation", "tanh")]
+        hidden = np.asarray(obs, np.float32)
+        for weight, bias in self.layers:
+            hidden = activation(hidden @ weight + bias)
+        return hidden @ self.head[0] + self.head[1]
+
+    def predict(self, obs: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Flat actions (N, components): each component's most likely choice, or with ``rng`` a
+        sample of it (Gumbel-max: the argmax of logits plus Gumbel noise is a categorical sample)."""
+        logits = self.logits(obs)
+        if rng is not None:
+            logits = logits - np.log(rng.exponential(size=logits.shape))
+        parts = np.split(logits, np.cumsum(self.nvec)[:-1], axis=-1)
+        return np.stack([part.argmax(-1) for part in parts], -1)
+
+    def agent(self, envs: Any, deterministic: bool = False, seed: int = 0) -> PretrainedAgent:
+        """The policy acting on ``envs``'s raw observations (an arena env or native vector env)."""
+        scenario = envs.unwrapped.scenario
+        return PretrainedAgent(self, scenario.observation_space, scenario.action_space, scenario.params,
+                               deterministic, seed)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the policy as one ``.npz`` (see the module docstring); returns its path."""
+        arrays = {}
+        for i, (weight, bias) in enumerate(self.layers):
+            arrays[f"policy.{i}.weight"], arrays[f"policy.{i}.bias"] = weight, bias
+        arrays["action.weight"], arrays["action.bias"] = self.head
+        metadata = {**self.metadata, "format": FORMAT, "nvec": [int(n) for n in self.nvec]}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as fh:  # a file object: np.savez would add ".npz" to another suffix
+            np.savez_compressed(fh, metadata=np.array(json.dumps(metadata, sort_keys=True)),
+                                **{k: np.asarray(v, np.float32) for k, v in arrays.items()})
+        return path
+
+    @classmethod
+    def read(cls, path: str | Path) -> PretrainedPolicy:
+        """A policy from a file :meth:`save` wrote; anything else is a :class:`UsageError`."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+            metadata = json.loads(str(arrays.pop("metadata")))
+            layers = [(arrays[f"policy.{i}.weight"], arrays[f"policy.{i}.bias"])
+                      for i in range(sum(key.endswith(".weight") for key in arrays) - 1)]
+            head = (arrays["action.weight"], arrays["action.bias"])
+        except (OSError, ValueError, KeyError) as error:
+            raise UsageError(f"{path} is not a pretrained policy (an .npz the exporter wrote): {error}") from None
+        if metadata.get("format") != FORMAT:
+            raise UsageError(f"{path} is a pretrained policy of format {metadata.get('format')}, this version "
+                             f"reads format {FORMAT}: export it again (python -m arena_envs.training.export RUN)")
+        return cls(layers, head, list(metadata["nvec"]), metadata)
+
+
+class PretrainedAgent:
+    """A :class:`PretrainedPolicy` acting on batches of raw observations, as every agent of
+    ``training.common`` does: (B, ...) arrays, or (B, agents, ...) for one team of team capture."""
+
+    def __init__(self, policy: PretrainedPolicy, observation_space: Any, action_space: Any, params: Any,
+                 deterministic: bool = False, seed: int = 0):
+        self.policy = policy
+        self.encoding = FlatEncoding(observation_space, action_space, params, **policy.encoding)
+        given = (int(np.prod(self.encoding.observation_space.shape)), [int(n) for n in self.encoding.action_space.nvec])
+        if given != (policy.obs_size, list(policy.nvec)):
+            raise UsageError(f"the pretrained {policy.scenario} policy does not fit this env: it takes observations "
+                             f"of size {policy.obs_size} and actions {list(policy.nvec)}, the env gives {given[0]} "
+                             f"and {given[1]}; play it with its own env arguments {policy.env_kwargs}")
+        self.rng = None if deterministic else np.random.default_rng(seed)
+
+    def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
+        agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
+        rows = merge_agents(obs, agents)
+        flat = self.policy.predict(self.encoding.observe(rows), self.rng)
+        return split_agents(self.encoding.decode(flat, rows), agents)
+
+
+def scenario_of(name: str, env: str | None = None) -> str | Path | None:
+    """What an agent's name asks for when it names a pretrained policy: the scenario key
+    (``pretrained`` with ``env``, ``pretrained:<scenario>``) or the path of a ``.npz``; None for
+    any other name. ``pretrained:<scenario>`` must be ``env``'s scenario when ``env`` is given."""
+    head, sep, tail = name.partition(":")
+    if head == PREFIX and not sep:
+        if env is None:
+            raise UsageError(f"'{PREFIX}' names the shipped policy of the scenario played: "
+                             f"say which with '{PREFIX}:<scenario>' ({', '.join(shipped())})")
+        return resolve(env).key
+    if head == PREFIX:
+        scenario = find(tail)
+        if scenario is None:
+            raise UsageError(unknown(tail, "pretrained policy", shipped(), [f"{PREFIX}:{s}" for s in shipped()]))
+        if env is not None and resolve(env).key != scenario.key:
+            raise UsageError(f"{name} plays {scenario.short_id}, not {resolve(env).short_id}: "
+                             f"name '{PREFIX}' for the scenario's own policy")
+        return scenario.key
+    if name.endswith(".npz"):
+        return Path(name)
+    return None
+
+
+def shipped() -> list[str]:
+    """The scenarios with a policy in the package, in the docs' order."""
+    return [key for key in SCENARIOS if (FOLDER / f"{key}.npz").exists()]
+
+
+def path_of(scenario: str) -> Path:
+    """The shipped policy file of ``scenario`` (a key)."""
+    return FOLDER / f"{scenario}.npz"
+
+
+def load(name: str, env: str | None = None) -> PretrainedPolicy:
+    """The policy ``name`` names (see the module docstring), for the scenario ``env`` if given."""
+    target = scenario_of(name, env)
+    if target is None:
+        raise UsageError(f"{name!r} names no pretrained policy: '{PREFIX}', '{PREFIX}:<scenario>' or a .npz path")
+    if isinstance(target, Path):
+        if not target.exists():
+            raise UsageError(f"no pretrained policy at {target}")
+        policy = PretrainedPolicy.read(target)
+        if env is not None and policy.scenario != resolve(env).key:
+            raise UsageError(f"{target} is a policy of {resolve(policy.scenario).short_id}, not "
+                             f"{resolve(env).short_id}")
+        return policy
+    if not path_of(target).exists():
+        raise UsageError(f"no pretrained policy ships for {resolve(target).short_id} "
+                         f"(shipped: {', '.join(shipped()) or 'none'})")
+    return PretrainedPolicy.read(path_of(target))
+
+
+def is_pretrained(name: str) -> bool:
+    """Whether ``name`` is spelt as a pretrained policy (``pretrained``, ``pretrained:...``, ``*.npz``)."""
+    return name.partition(":")[0] == PREFIX or name.endswith(".npz")

@@ -1,0 +1,128 @@
+"""``make results``: the headline runs to JSON (training/results.py) and the page rendered from it
+(training/render_results.py, in the stats venv ``make`` builds), in short and from made-up JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arena_envs import pretrained
+from arena_envs.training import results
+from arena_envs.training.common import agent_factory, play
+
+ROOT = Path(__file__).resolve().parents[1]
+STATS_PYTHON = ROOT / ".venv-stats" / "bin" / "python"
+RENDER = ROOT / "training" / "render_results.py"
+
+
+def render(folder: Path, page: Path) -> subprocess.CompletedProcess:
+    assert STATS_PYTHON.exists(), "the stats venv is missing: make stats (make test builds it)"
+    return subprocess.run([str(STATS_PYTHON), str(RENDER), str(folder), "--page", str(page)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def made_up(scenario: str, values: list[float], solved: list[float | None], threshold: float) -> dict:
+    """A results document as training/results.py writes it, with chosen numbers."""
+    runs = [{"seed": i, "run": f"runs/{scenario}/seed{i}", "value": v, "final": {"score_mean": v, "success_mean": v},
+             "curve": {"column": "eval/success_rate", "seconds": [1.0, 2.0, 3.0], "steps": [100.0, 200.0, 300.0],
+                       "value": [0.0, v / 2, v]},
+             "solved": None if s is None else {"seconds": s, "steps": 10 * s}, "losses": {},
+             "steps": 300, "train_seconds": 3.0, "wall_seconds": 9.0 + i, "steps_per_s": 1000.0 * (i + 1),
+             "load_before": "1.0 1.0 1.0", "load_after": f"{1.0 + i} 1.0 1.0"}
+            for i, (v, s) in enumerate(zip(values, solved, strict=True))]
+    return {"scenario": scenario, "env_id": {"crafting": "Crafting-v0"}.get(scenario, "TeamCapture-v0"),
+            "short": False, "metric": {"name": "win rate", "final": "success", "columns": ["eval/success_rate"],
+                                       "target": 0.6, "solved_share": 0.0, "solved_absolute": threshold,
+                                       "threshold": threshold},
+            "episodes": 200, "seeds": list(range(len(values))), "eval_seeds": [10000, 10199], "env_kwargs": {},
+            "baselines": {"random": {"success_mean": 0.0}, "scripted": {"success_mean": 0.02}},
+            "runs": runs, "pretrained": {"file": "x.npz", "run": runs[0]["run"], "seed": 0},
+            "created": "2026-11-27T09:00:00+00:00"}
+
+
+def test_the_page_is_rendered_from_the_json_and_only_between_its_markers(tmp_path):
+    values = [0.1, 0.5, 0.6, 0.9, 0.95]  # IQM 0.667, median 0.6, mean 0.61: only the IQM passes
+    (tmp_path / "team_capture.json").write_text(json.dumps(made_up("team_capture", values,
+                                                                   [None, 40.0, 30.0, 50.0, 10.0], 0.5)))
+    page = tmp_path / "results.md"
+    page.write_text(f"# Results\n\nkept above\n\n{results_markers()}\n\nkept below\n")
+    done = render(tmp_path, page)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = page.read_text()
+    assert text.startswith("# Results\n\nkept above\n\n") and text.endswith("\n\nkept below\n")
+    row = next(line for line in text.splitlines() if line.startswith("| TeamCapture-v0 | win rate |"))
+    # the IQM: the mean of the runs left when the lowest and highest quarter are cut, inside its interval
+    from scipy.stats import trim_mean
+
+    middle = trim_mean(values, 0.25)
+    point, low, high = (float(x) / 100 for x in re.search(r"\*\*([\d.]+)%\*\* \[([\d.]+)%, ([\d.]+)%\]", row).groups())
+    assert point == pytest.approx(middle, abs=5e-4) and low < point < high
+    assert low >= min(values) and high <= max(values)
+    solve = next(line for line in text.splitlines() if line.startswith("| TeamCapture-v0 | win rate >= 50.0%"))
+    assert "| 4/5 | **35** (10-50) | 350 | 3,000 | 11 | 1.0-5.0 |" in solve  # medians of the seeds that solved
+    for figure in ("performance_profile.png", "learning_curves.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000
+    again = render(tmp_path, page)  # rendering twice gives the same page: the generated part is replaced
+    assert again.returncode == 0 and page.read_text() == text
+
+
+def results_markers() -> str:
+    from arena_envs.training import render_results
+
+    return f"{render_results.BEGIN}\nold table\n{render_results.END}"
+
+
+def test_time_to_solve_is_the_first_logged_point_at_the_level():
+    points = {"seconds": [1.0, 2.0, 3.0, 4.0], "steps": [10, 20, 30, 40], "value": [0.1, 0.5, 0.4, 0.9]}
+    assert results.time_to_solve(points, 0.5) == {"seconds": 2.0, "steps": 20}
+    assert results.time_to_solve(points, 0.95) is None
+    assert results.threshold(results.METRICS["foraging"], 95.7) == pytest.approx(86.13)
+    assert results.threshold(results.METRICS["team_capture"], 0.02) == 0.5
+
+
+def test_make_results_is_the_runs_then_the_rendering(tmp_path):
+    """The short version of ``make results`` (CI's): a few updates per run of every RL scenario,
+    2 seeds, then the rendering. Learning must move the losses; the exported policies must play."""
+    recipe = subprocess.run(["make", "-n", "results"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "-m arena_envs.training.results" in recipe and "render_results.py docs/results" in recipe
+    out, runs = tmp_path / "results", tmp_path / "runs"
+    assert results.main(["--short", "--seeds", "2", "--episodes", "4", "--out", str(out), "--runs", str(runs)]) == 0
+    for scenario in results.METRICS:
+        document = json.loads((out / f"{scenario}.json").read_text())
+        assert document["short"] and [r["seed"] for r in document["runs"]] == [0, 1]
+        for run in document["runs"]:
+            for column, (first, last) in run["losses"].items():  # each update changed the policy
+                assert first != last, (scenario, column)
+            assert run["steps"] > 0 and run["steps_per_s"] > 0 and len(run["load_after"].split()) == 3
+        shipped = Path(document["pretrained"]["file"])
+        assert shipped.parent == out / "pretrained"  # a short run never replaces the package's policies
+        policy = pretrained.load(str(shipped), scenario)
+        assert policy.metadata["run"]["directory"] == document["pretrained"]["run"]
+        opponent = agent_factory("scripted", scenario) if scenario == "team_capture" else None
+        play(agent_factory(str(shipped), scenario), scenario, 2, 10_000, policy.env_kwargs, opponent)
+    page = tmp_path / "results.md"
+    done = render(out, page)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = page.read_text()
+    assert "A short run (CI)" in text
+    for env_id in ("Foraging-v0", "Crafting-v0", "TeamCapture-v0"):
+        assert re.search(rf"^\| {env_id} \| .* \| 2 \|", text, re.M), env_id
+
+
+def test_the_shipped_page_holds_the_rendered_part():
+    """docs/results.md has the markers the renderer fills, and the JSON it was rendered from ships."""
+    from arena_envs.training import render_results
+
+    text = (ROOT / "docs" / "results.md").read_text()
+    assert text.count(render_results.BEGIN) == 1 and text.count(render_results.END) == 1
+    generated = text[text.index(render_results.BEGIN):text.index(render_results.END)]
+    for scenario in re.findall(r"`pretrained:(\w+)`", generated):
+        document = json.loads((ROOT / "docs" / "results" / f"{scenario}.json").read_text())
+        assert not document["short"]
+        iqm = np.array([run["value"] for run in document["runs"]])
+        assert len(iqm) == 5

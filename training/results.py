@@ -1,0 +1,186 @@
+"""``make results``: every headline run, its evaluation and the shipped policies, as JSON under ``docs/results/``.
+
+    python -m arena_envs.training.results                      # 5 seeds x every RL scenario (about an hour)
+    python -m arena_envs.training.results --short --out /tmp/r # a few updates each: what CI runs
+
+For each RL scenario (Foraging, Crafting, team capture) and each seed, one command trains the
+scenario's headline config (``arena-train <scenario> --seed S --out <runs>/<scenario>/seed<S>``:
+whatever ``training/configs/ppo/<scenario>.yaml`` says, so a changed config flows in), then the
+final policy plays ``--episodes`` held-out worlds (seeds 10000+, sampled actions; team capture
+as blue against the scripted team), as do the random and scripted baselines. Written per
+scenario, ``<out>/<scenario>.json``:
+
+- ``metric``: what "solved" means here, from :data:`METRICS` (the scripted forager's score,
+  90% swords, a 50% win rate against the scripted team) and its threshold;
+- per run: the final evaluation, the learning curve read from the run's ``progress*.csv``
+  (wall seconds, steps, the metric), the time to solve (the first logged point at or over the
+  threshold: its seconds and steps), the trainer's steps/s and the machine's load (``uptime``);
+- the pretrained policy exported from the best run (``python -m arena_envs.training.export``)
+  into the package (``arena_envs/pretrained/<scenario>.npz``; with ``--short``, beside the JSON).
+
+``render_results.py`` turns the JSON into ``docs/results.md`` and its plots (IQM and 95%
+stratified bootstrap intervals from ``rliable``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from arena_envs.cli import UsageError, run
+from arena_envs.names import resolve
+from arena_envs.training.common import agent_factory, is_team, load_config, play
+from arena_envs.training.evaluate import read_progress
+from arena_envs.training.export import export
+
+HELD_OUT = 10_000  # the first evaluation seed: training worlds never reach it
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a scenario's result is and when it counts as solved."""
+
+    name: str  # shown in the tables
+    final: str  # the evaluation's key (of play()'s result, as a mean)
+    columns: tuple[str, ...]  # progress.csv columns to read it from during training, the first found
+    target: float | None  # the headline target (issue 32), None: relative to scripted
+    solved_share: float  # solved: >= this share of the scripted baseline's value ...
+    solved_absolute: float | None = None  # ... or, when set, this value
+
+
+METRICS: dict[str, Metric] = {
+    # the training episodes' (sampled) first: a periodic evaluation may take the most likely actions
+    "foraging": Metric("score (sampled actions)", "score", ("rollout/score_mean", "eval/score_mean"), None, 0.9),
+    "crafting": Metric("iron sword rate", "success", ("rollout/success_rate", "eval/success_rate"), 0.9, 0.9),
+    "team_capture": Metric("win rate against the scripted team", "success", ("eval/success_rate",), 0.6, 0.0,
+                           solved_absolute=0.5),
+}
+
+
+def threshold(metric: Metric, scripted: float) -> float:
+    return metric.solved_absolute if metric.solved_absolute is not None else metric.solved_share * scripted
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min): every wall-clock figure is given with it."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def train_command(scenario: str, seed: int, out: Path, extra: list[str]) -> list[str]:
+    """``arena-train <scenario> --seed S --out DIR``, as a module of this interpreter."""
+    return [sys.executable, "-m", "arena_envs.training.train", resolve(scenario).short_id, "--seed", str(seed),
+            "--out", str(out), "--no-progress", *extra]
+
+
+def short_flags(scenario: str) -> list[str]:
+    """A few updates of the headline config on a small batch: CI's version of the run."""
+    config = load_config(scenario, f"ppo/{scenario}")
+    worlds = 16
+    agents = 2 * config.get("env_kwargs", {}).get("agents_per_team", 2) if is_team(config["env_id"]) else 1
+    per_update = worlds * int(config["ppo"]["n_steps"]) * agents
+    return ["--n-envs", str(worlds), "--timesteps", str(4 * per_update),
+            "--set", f"eval_every={2 * per_update}", "--set", "eval_episodes=4", "--set", "checkpoint_every=100000000"]
+
+
+def curve(run_dir: Path, metric: Metric) -> dict[str, Any]:
+    """The metric over training from the run's progress*.csv: its column, wall seconds, steps, value."""
+    for column in metric.columns:
+        rows, _ = read_progress(run_dir, column)
+        if rows:
+            return {"column": column, "seconds": [float(r["time/time_elapsed"]) for r in rows],
+                    "steps": [float(r["time/total_timesteps"]) for r in rows],
+                    "value": [float(r[column]) for r in rows]}
+    return {"column": None, "seconds": [], "steps": [], "value": []}
+
+
+def losses(run_dir: Path) -> dict[str, list[float]]:
+    """The update's losses, first and last logged (CI checks that learning moves them)."""
+    found = {}
+    for column in ("train/value_loss", "train/policy_gradient_loss", "train/entropy_loss"):
+        rows, _ = read_progress(run_dir, column)
+        found[column] = [float(rows[0][column]), float(rows[-1][column])] if rows else []
+    return found
+
+
+def time_to_solve(points: dict[str, Any], level: float) -> dict[str, float] | None:
+    """The first logged point at or over ``level``: its wall seconds and steps (None: never)."""
+    for seconds, steps, value in zip(points["seconds"], points["steps"], points["value"], strict=True):
+        if value >= level:
+            return {"seconds": seconds, "steps": steps}
+    return None
+
+
+def evaluate(agent: str, scenario: str, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, float]:
+    """``agent`` (sampled actions) on ``episodes`` held-out worlds; team capture: as blue against scripted."""
+    opponent = agent_factory("scripted", scenario, HELD_OUT) if is_team(scenario) else None
+    result = play(agent_factory(agent, scenario, HELD_OUT, deterministic=False), scenario, episodes, HELD_OUT,
+                  env_kwargs, opponent)
+    return {f"{key}_mean": float(values.mean()) for key, values in result.items()}
+
+
+def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, episodes: int, short: bool) -> Path:
+    """Train and evaluate every seed of ``scenario``; write ``<out>/<scenario>.json``; ship the best policy."""
+    metric = METRICS[scenario]
+    config = load_config(scenario, f"ppo/{scenario}")
+    env_kwargs = config.get("env_kwargs", {})
+    baselines = {name: evaluate(name, scenario, episodes, env_kwargs) for name in ("random", "scripted")}
+    level = threshold(metric, baselines["scripted"][f"{metric.final}_mean"])
+    results = []
+    for seed in seeds:
+        folder = runs / scenario / f"seed{seed}"
+        command = train_command(scenario, seed, folder, short_flags(scenario) if short else [])
+        before, start = load(), time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        speed = json.loads((folder / "speed.json").read_text())
+        final = evaluate(str(folder / "model.zip"), scenario, episodes, env_kwargs)
+        points = curve(folder, metric)
+        results.append({"seed": seed, "run": str(folder), "command": " ".join(["arena-train", *command[3:]]),
+                        "final": final, "value": final[f"{metric.final}_mean"], "curve": points,
+                        "solved": time_to_solve(points, level), "losses": losses(folder),
+                        "steps": speed["timesteps"], "train_seconds": speed["seconds"], "wall_seconds": wall,
+                        "steps_per_s": speed["steps_per_s"], "load_before": before, "load_after": load()})
+        print(f"{scenario} seed {seed}: {metric.name} {results[-1]['value']:.3f} in {wall:.0f} s "
+              f"(load {results[-1]['load_after']})", flush=True)
+    best = max(results, key=lambda r: r["value"])
+    shipped = export(best["run"], out / "pretrained" / f"{scenario}.npz" if short else None)
+    document = {"scenario": scenario, "env_id": resolve(scenario).short_id, "short": short,
+                "metric": {**asdict(metric), "threshold": level}, "episodes": episodes, "seeds": seeds,
+                "eval_seeds": [HELD_OUT, HELD_OUT + episodes - 1], "env_kwargs": env_kwargs,
+                "baselines": baselines, "runs": results,
+                "pretrained": {"file": str(shipped), "run": best["run"], "seed": best["seed"]},
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path = out / f"{scenario}.json"
+    path.write_text(json.dumps(document, indent=1))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m arena_envs.training.results", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="docs/results", help="where the JSON goes (default docs/results)")
+    parser.add_argument("--runs", default="runs/results", help="where the runs go (default runs/results)")
+    parser.add_argument("--seeds", type=int, default=5, help="training seeds per scenario (default 5)")
+    parser.add_argument("--episodes", type=int, default=200, help="held-out episodes per evaluation (default 200)")
+    parser.add_argument("--only", nargs="+", choices=list(METRICS), help="these scenarios only")
+    parser.add_argument("--short", action="store_true", help="a few updates per run (CI); its policies stay in --out")
+    args = parser.parse_args(argv)
+    out, runs = Path(args.out), Path(args.runs)
+    out.mkdir(parents=True, exist_ok=True)
+    for scenario in args.only or METRICS:
+        if (runs / scenario).exists():
+            raise UsageError(f"{runs / scenario} holds runs already: move it away or choose another --runs")
+        print(f"wrote {scenario_results(scenario, list(range(args.seeds)), runs, out, args.episodes, args.short)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run("results", main, sys.argv[1:], extra="train"))
