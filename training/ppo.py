@@ -39,9 +39,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from arena_envs.sharded import ShardedVectorEnv, make_native_env
+from arena_envs.training import league as leagues
 from arena_envs.training.common import (
     ModelAgent,
     PPOConfig,
+    action_repeat,
     agent_factory,
     is_team,
     play,
@@ -73,6 +75,8 @@ def make_envs(config: dict[str, Any], num_envs: int) -> VectorEnv:
 def flat_native_env(config: dict[str, Any], num_envs: int) -> VectorEnv:
     """The native batch of ``num_envs`` worlds under the config's flat encoding."""
     native = make_native_env(config["env_id"], num_envs, AutoresetMode.SAME_STEP, **config.get("env_kwargs", {}))
+    if config.get("league"):  # the learner plays blue, the league's pool red (training/league.py)
+        native = leagues.make_league(native, config)
     return FlatVectorEnv(native, **config.get("encoding", {}))
 
 
@@ -293,6 +297,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
         seed = int(np.random.SeedSequence([seed, step]).generate_state(1)[0] % 2**31)
         torch.manual_seed(seed)
         print(f"resuming from {found[0]} ({step:,} steps), seed {seed}")
+    league = leagues.attach(envs, agent, out / "league", resume=bool(found))  # None without a league: section
 
     # rollout buffers, allocated once: (T, N, ...)
     obs_buf = torch.zeros((T, N, obs_size))
@@ -404,6 +409,8 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
         if eval_every and step >= next_eval:
             next_eval = step + eval_every
             row.update(periodic_eval(agent, config))
+        if league:
+            row.update(leagues.after_update(league, agent, step))
         log.write(row)
         if progress:
             shown = (f"eval {row['eval/return_mean']:.1f}" if "eval/return_mean" in row and not scores
@@ -451,7 +458,8 @@ def periodic_eval(agent: Agent, config: dict[str, Any], opponent: str = "scripte
     env_id = config["env_id"]
 
     def make_agent(envs):
-        return ModelAgent(agent, FlatEncoding.for_env(envs, **config.get("encoding", {})))
+        encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
+        return ModelAgent(agent, encoding, action_repeat=action_repeat(config))
 
     result = play(make_agent, env_id, int(config.get("eval_episodes", 32)), seed, config.get("env_kwargs", {}),
                   agent_factory(opponent, env_id, seed) if is_team(env_id) else None)
