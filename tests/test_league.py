@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -12,20 +13,20 @@ import yaml
 
 from arena_envs import team_capture_v0
 from arena_envs.scripted import ScriptedCaptureTeam
+from arena_envs.training import evaluate, ppo, train
 from arena_envs.training import league as leagues
-from arena_envs.training import ppo, train
 from arena_envs.training.common import CONFIG_DIR, ModelAgent, load_config
 
 HEADLINE = CONFIG_DIR / "ppo" / "team_capture.yaml"
 
 
-def small_config(path, **league):
+def small_config(path, checkpoint_every: int = 10**9, **league):
     """The headline league config, shrunk: 4 worlds of 40 ticks, an update every 8 decisions of 2 ticks."""
     config = yaml.safe_load(HEADLINE.read_text())
     config["env_kwargs"] = {**config.get("env_kwargs", {}), "max_ticks": 40}
     config["ppo"].update(n_steps=8, batch_size=64, n_epochs=1)
     config["policy_kwargs"]["net_arch"] = [32, 32]
-    config.update(n_envs=4, eval_every=0, checkpoint_every=64)
+    config.update(n_envs=4, eval_every=0, checkpoint_every=checkpoint_every)
     config["league"].update(action_repeat=2, snapshot_every=64, **league)  # 64 decisions: one update
     path.write_text(yaml.safe_dump(config))
     return str(path)
@@ -72,7 +73,7 @@ def test_an_opponent_plays_a_whole_episode_with_the_same_weights(tmp_path, monke
 
 def test_snapshots_are_saved_with_the_run_and_rejoin_the_pool_on_resume(tmp_path):
     out = tmp_path / "run"
-    config = small_config(tmp_path / "c.yaml")
+    config = small_config(tmp_path / "c.yaml", checkpoint_every=64)
     base = ["team_capture_v0", "--config", config, "--out", str(out), "--no-progress"]
     train.train([*base, "--timesteps", "192"])  # 3 updates of 64 decisions
     folder = out / "league"
@@ -91,6 +92,13 @@ def test_snapshots_are_saved_with_the_run_and_rejoin_the_pool_on_resume(tmp_path
     assert list(resumed["members"]) == [*first["members"], "snapshot_256"]
     for name, member in first["members"].items():  # the results carried on from where they were
         assert resumed["members"][name]["games"] >= member["games"]
+
+    # arena-eval plays the model as blue (holding its decisions as trained) and counts draws apart
+    summary = evaluate.evaluate([str(out), "team_capture_v0", "--episodes", "4"])
+    assert "| draw" in (out / "eval.md").read_text()
+    for row in summary.values():
+        assert row["success_mean"] + row["draw_mean"] <= 1.0
+    assert summary["scripted vs scripted"]["draw_mean"] > 0  # 40 ticks: nobody scores
 
 
 def test_pfsp_draws_the_opponents_the_learner_loses_to():
@@ -178,6 +186,23 @@ def test_the_learner_holds_each_decision_for_action_repeat_ticks():
     for tick in range(9):  # held between decisions, a new one at ticks 0, 3, 6
         assert np.array_equal(blue[tick], blue[tick - tick % 3])
     assert not np.array_equal(blue[0], blue[3]) and not np.array_equal(blue[3], blue[6])
+
+
+def test_agent_index_tells_teammates_apart():
+    """Teammates seeing alike (a shared policy would send them to the same place) differ by their
+    number in the team; rows are agents in order, both teams alike."""
+    native = team_capture_v0.vector_env(2, agents_per_team=3)
+    obs, _ = native.reset(seed=0)
+    plain = leagues.FlatEncoding.for_env(native)
+    indexed = leagues.FlatEncoding.for_env(native, agent_index=True)
+    rows = leagues.merge_agents(obs, 6)
+    flat = indexed.observe(rows)
+    assert flat.shape == (12, plain.observation_space.shape[0] + 3) == (12, indexed.observation_space.shape[0])
+    np.testing.assert_array_equal(flat[:, :-3], plain.observe(rows))
+    np.testing.assert_array_equal(flat[:, -3:], np.tile(np.eye(3), (4, 1)))  # blue 1 2 3, red 1 2 3, ...
+    assert indexed.observation_space.contains(flat[0])
+    with pytest.raises(ValueError, match="team scenarios"):
+        leagues.FlatEncoding.for_env(gym.make_vec("arena_envs/Foraging-v0", 1), agent_index=True)
 
 
 def test_a_short_league_run_learns(tmp_path):
