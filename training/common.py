@@ -263,10 +263,16 @@ class ScriptedAgent:
 
 
 class ModelAgent:
-    """A trained SB3 model acting through the flat encoding it was trained with."""
+    """A trained SB3 model acting through the flat encoding it was trained with.
 
-    def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True):
+    With ``action_repeat`` k > 1 (a league's learner, see ``training/league.py``) it decides on
+    every k-th tick of an episode and holds that decision in between, as it was trained to.
+    """
+
+    def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True, action_repeat: int = 1):
         self.model, self.encoding, self.deterministic = model, encoding, deterministic
+        self.action_repeat = action_repeat
+        self.held: Any = None  # the decisions being held, per world
 
     @classmethod
     def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True) -> ModelAgent:
@@ -281,13 +287,34 @@ class ModelAgent:
             raise UsageError(f"{path} does not fit this env: it takes observations of shape {wanted[0]} and actions "
                              f"{list(wanted[1])}, the env under its run's encoding gives {given[0]} and "
                              f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
-        return cls(model, encoding, deterministic)
+        return cls(model, encoding, deterministic, action_repeat(config))
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
         rows = merge_agents(obs, agents)
         flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=self.deterministic)
-        return split_agents(self.encoding.decode(flat, rows), agents)
+        actions = split_agents(self.encoding.decode(flat, rows), agents)
+        if self.action_repeat == 1:
+            return actions
+        tick = self.encoding.params.max_ticks - obs["time_left"].reshape(len(obs["time_left"]), -1)[:, 0]
+        decide = tick % self.action_repeat == 0  # (B,): this world's tick starts a decision
+        if self.held is None or len(self.held["tool"]) != len(decide):
+            decide[:] = True
+            self.held = actions
+        return hold(self.held, actions, decide)
+
+
+def action_repeat(config: dict[str, Any]) -> int:
+    """How many ticks a run's policy holds each decision (``league.action_repeat``, default 1)."""
+    return int((config.get("league") or {}).get("action_repeat", 1))
+
+
+def hold(held: Any, new: Any, decide: np.ndarray) -> Any:
+    """``held`` (a tree of (B, ...) arrays) with the worlds where ``decide`` is true taken from ``new``, in place."""
+    if isinstance(held, dict):
+        return {k: hold(held[k], new[k], decide) for k in held}
+    held[decide] = new[decide]
+    return held.copy()
 
 
 def _scripted(name: str) -> Callable[[Any], Any]:
@@ -356,7 +383,8 @@ def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episode
 
     In team capture the agent plays blue and ``make_opponent``'s agent red. Returns
     per-episode arrays: return (blue's in team capture: its score minus red's), score
-    (blue's), success (a win), length. With ``record`` (a directory) every episode is also
+    (blue's), success (a win), length, and in team capture draw (the scores level at the end:
+    neither a win nor a loss). With ``record`` (a directory) every episode is also
     written there for ``arena-view`` (:class:`~arena_envs.wrappers.record.RecordEpisodes`),
     named ``label``.
     """
@@ -369,7 +397,7 @@ def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episode
     team = envs.unwrapped.scenario.agents_per_team if is_team(env_id) else None
     obs, _ = envs.reset(seed=seed)
     result = {"return": np.zeros(episodes), "score": np.zeros(episodes), "success": np.zeros(episodes),
-              "length": np.zeros(episodes)}
+              "length": np.zeros(episodes), **({"draw": np.zeros(episodes)} if team else {})}
     running = np.ones(episodes, bool)
     while running.any():
         obs, reward, terminated, truncated, info = envs.step(act(obs))
@@ -379,6 +407,8 @@ def play(make_agent: Callable[[gym.vector.VectorEnv], Any], env_id: str, episode
         if done.any():  # autoreset on the next step: this step's info is the episode's last
             result["score"][done] = info["score"][done]
             result["success"][done] = info["success"][done]
+            if team:
+                result["draw"][done] = info["blue_score"][done] == info["red_score"][done]
             running &= ~done
     envs.close()
     return result

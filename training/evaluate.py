@@ -64,13 +64,17 @@ def model_path(spec: str) -> Path:
 
 def format_table(rows: dict[str, dict[str, np.ndarray]], title: str) -> str:
     w = max(len("agent"), *(len(name) for name in rows))
-    lines = [title, "", f"| {'agent':<{w}} | return           | score          | success       | length        |",
-             f"|{'-' * (w + 2)}|------------------|----------------|---------------|---------------|"]
+    draws = all("draw" in r for r in rows.values())  # team games: a draw is neither a win nor a loss
+    lines = [title, "", f"| {'agent':<{w}} | return           | score          | success       | length        |"
+             + (" draw   |" if draws else ""),
+             f"|{'-' * (w + 2)}|------------------|----------------|---------------|---------------|"
+             + ("--------|" if draws else "")]
     for name, r in rows.items():
         lines.append(f"| {name:<{w}} | {r['return'].mean():7.2f} ± {r['return'].std():6.2f} "
                      f"| {r['score'].mean():6.1f} ± {r['score'].std():5.1f} "
                      f"| {100 * r['success'].mean():5.1f}% ± {100 * r['success'].std():3.0f} "
-                     f"| {r['length'].mean():5.0f} ± {r['length'].std():4.0f} |")
+                     f"| {r['length'].mean():5.0f} ± {r['length'].std():4.0f} |"
+                     + (f" {100 * r['draw'].mean():5.1f}% |" if draws else ""))
     return "\n".join(lines)
 
 
@@ -264,7 +268,8 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
              f"{args.seed + args.episodes - 1}"
              + (", stochastic policy" if args.stochastic else ", most likely actions" if args.deterministic else ""))
     if is_team(env_id):
-        title += "\n(blue vs red; return = blue's score minus red's, score = blue's, success = blue wins)"
+        title += ("\n(blue vs red; return = blue's score minus red's, score = blue's, success = blue wins, "
+                  "draw = the scores level)")
     table = format_table(results, title)
     print(table, flush=True)
     summary = {name: {f"{k}_{stat}": float(getattr(v, stat)()) for k, v in r.items() for stat in ("mean", "std")}

@@ -39,9 +39,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
 from arena_envs.sharded import ShardedVectorEnv, make_native_env
+from arena_envs.training import league as leagues
 from arena_envs.training.common import (
     ModelAgent,
     PPOConfig,
+    action_repeat,
     agent_factory,
     is_team,
     play,
@@ -73,6 +75,8 @@ def make_envs(config: dict[str, Any], num_envs: int) -> VectorEnv:
 def flat_native_env(config: dict[str, Any], num_envs: int) -> VectorEnv:
     """The native batch of ``num_envs`` worlds under the config's flat encoding."""
     native = make_native_env(config["env_id"], num_envs, AutoresetMode.SAME_STEP, **config.get("env_kwargs", {}))
+    if config.get("league"):  # the learner plays blue, the league's pool red (training/league.py)
+        native = leagues.make_league(native, config)
     return FlatVectorEnv(native, **config.get("encoding", {}))
 
 
@@ -297,6 +301,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
         seed = int(np.random.SeedSequence([seed, step]).generate_state(1)[0] % 2**31)
         torch.manual_seed(seed)
         print(f"resuming from {found[0]} ({step:,} steps), seed {seed}")
+    league = leagues.attach(envs, agent, out / "league", resume=bool(found))  # None without a league: section
 
     # rollout buffers, allocated once: (T, N, ...)
     obs_buf = torch.zeros((T, N, obs_size))
@@ -413,6 +418,8 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
         if successes:
             row["rollout/success_rate"] = float(np.mean(successes))
         row.update(evaluation)
+        if league:
+            row.update(leagues.after_update(league, agent, step))
         log.write(row)
         if progress:
             shown = (f"eval {row['eval/return_mean']:.1f}" if "eval/return_mean" in row and not scores
@@ -464,7 +471,8 @@ def periodic_eval(agent: Agent, config: dict[str, Any], opponent: str = "scripte
     sampled = bool(config.get("eval_stochastic", False))
 
     def make_agent(envs):
-        return ModelAgent(agent, FlatEncoding.for_env(envs, **config.get("encoding", {})), deterministic=not sampled)
+        encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
+        return ModelAgent(agent, encoding, deterministic=not sampled, action_repeat=action_repeat(config))
 
     # the evaluation's samples come from a generator of their own: training draws the same numbers
     # whether or how often it evaluates

@@ -45,7 +45,9 @@ to about [-1, 1]. Tables of entities without identity (``resources``, ``hazards`
 distances, and those of ``allies``, ``enemies`` and ``points``, are divided by the
 perception radius. ``MultiDiscrete`` entries (``last_action``) become one-hots; every
 other number is divided by its bound in the raw space (``time_left`` becomes the share of
-the episode left).
+the episode left). With ``agent_index`` (team scenarios) a last entry ``index`` gives the
+agent's number in its team, one-hot: rows are read as agents in order (as
+:func:`merge_agents` lays out arrays ``(B, A, ...)`` of whole teams).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ class FlatEncoding:
                  tools: Sequence[str] = TOOL_NAMES, directions: int = 8, step: float = 5.0,
                  speeds: Sequence[float] = (1.0,), targets: int = 3, move_to_targets: bool = True,
                  targets_by_kind: bool = False, detour: bool = False, query_radius: float | None = None,
-                 dict_obs: bool = False):
+                 dict_obs: bool = False, agent_index: bool = False):
         unknown = set(tools) - set(TOOL_NAMES)
         if unknown or not tools:
             raise ValueError(f"tools must be a non-empty subset of {TOOL_NAMES}, got {list(tools)}")
@@ -160,6 +162,13 @@ class FlatEncoding:
         self.dict_obs = dict_obs
         self._scales = {key: self._scale(key, space) for key, space in obs_keys.items()}
         bounds = {key: self._bound(key, space).ravel() for key, space in obs_keys.items()}
+        # the agent's number in its team, one-hot: what tells apart teammates that see alike (a
+        # shared policy without it sends them all to the same place)
+        self.team_size = int(getattr(params, "agents_per_team", 0)) if agent_index else 0
+        if agent_index and not self.team_size:
+            raise ValueError("agent_index is for team scenarios (params with agents_per_team)")
+        if self.team_size:
+            bounds["index"] = np.ones(self.team_size, F32)
         if dict_obs:  # one flat box per entry: SB3's MultiInputPolicy expects vectors (or images)
             self.observation_space: spaces.Space = spaces.Dict(
                 {key: spaces.Box(-b, b, dtype=F32) for key, b in bounds.items()})
@@ -204,6 +213,8 @@ class FlatEncoding:
                     value = np.take_along_axis(value, self.row_order(value, key)[..., None], 1)
                 value = (value * self._scales[key]).astype(F32, copy=False)
             parts[key] = value.reshape(value.shape[0], -1)
+        if self.team_size:  # rows are agents in order (merge_agents), every team of team_size
+            parts["index"] = np.eye(self.team_size, dtype=F32)[np.arange(len(value)) % self.team_size]
         return parts if self.dict_obs else np.concatenate(list(parts.values()), 1)
 
     @staticmethod
