@@ -11,7 +11,8 @@ a module or its tests changed (a merge), ``rm -rf build/mutate/<module>`` starts
 
 It prints the kill rate of each module (killed / (killed + survived); timeouts count as
 killed, as mutmut counts them) and writes the survivors of each module to
-``build/mutate/<module>/survivors.txt`` (``mutmut show NAME`` in that folder shows a diff).
+``build/mutate/<module>/survivors.txt`` (``mutmut show NAME`` in that folder shows a diff);
+mutmut's own output is in ``build/mutate/<module>/mutmut.log``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ ALSO_COPY = ("docs", "training", "wrappers", "README.md", "Makefile", "constrain
 
 # module -> (the files mutated, the fast tests that hold its promises)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
-    "names": (["arena_envs/names.py"], ["tests/test_names_cli.py", "tests/test_cli_errors.py"]),
+    "names": (["arena_envs/names.py"], ["tests/test_names.py", "tests/test_names_cli.py", "tests/test_cli_errors.py"]),
     "transcripts": (["arena_envs/llm/transcripts.py"], ["tests/test_llm_transcripts.py"]),
     "pool": (["arena_envs/tools/pool.py", "arena_envs/tools/resource_pool.py"],
              ["tests/test_tool_pool.py", "tests/test_pool_hardening.py", "tests/test_pool_properties.py"]),
@@ -82,7 +83,12 @@ def run(module: str) -> dict[str, int]:
     (work / "mutants").mkdir(exist_ok=True)
     # the work directory is not the checkout: mutmut's copy is what every process imports
     env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
-    subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, check=False)
+    with (work / "mutmut.log").open("w") as log:  # its progress spinner, kept out of the table
+        done = subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    if done.returncode != 0:  # e.g. a test that fails before any mutant: mutmut tests none
+        tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
+        print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n", file=sys.stderr)
     subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, env=env, check=True, capture_output=True)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
     survivors = subprocess.run([str(MUTMUT), "results"], cwd=work, env=env, capture_output=True, text=True).stdout
