@@ -33,7 +33,8 @@ ALSO_COPY = ("docs", "training", "wrappers", "README.md", "Makefile", "constrain
 # module -> (the files mutated, the fast tests that hold its promises)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "names": (["arena_envs/names.py"], ["tests/test_names.py", "tests/test_names_cli.py", "tests/test_cli_errors.py"]),
-    "transcripts": (["arena_envs/llm/transcripts.py"], ["tests/test_llm_transcripts.py"]),
+    "transcripts": (["arena_envs/llm/transcripts.py"],
+                    ["tests/test_transcript_rules.py", "tests/test_llm_transcripts.py"]),
     "pool": (["arena_envs/tools/pool.py", "arena_envs/tools/resource_pool.py"],
              ["tests/test_tool_pool.py", "tests/test_pool_hardening.py", "tests/test_pool_properties.py"]),
     "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
