@@ -173,6 +173,13 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "the guide's 25-minute run at 2 steps of 2 groups of 2 (the module fixture); --save-steps and "
         "--keep-checkpoints run in test_interrupted_run_resumes_from_its_last_checkpoint; "
         "--max-completion-tokens binds at neither size (10 turns of 48 tokens there, 2 of 24 here)"),
+    "python -m arena_envs.training.llm_eval runs/grpo/checkpoints/checkpoint-5 --env TreasureHunt-v0 --env-arg "
+    "difficulty=easy --episodes 128 --batch 32 --max-new-tokens 48 --max-turns 10 --seed 100000 "
+    "--baseline runs/eval_sft18.json --json runs/eval_grpo.json": (
+        "python -m arena_envs.training.llm_eval runs/grpo --episodes 3 --batch 3 --max-new-tokens 8 "
+        "--baseline runs/eval.json --json runs/again.json",
+        "the guide's 128 hunts on the module fixture's run directory, whose config.yaml gives the scenario "
+        "and its arguments that --env and --env-arg give for a checkpoint folder (which has no config.yaml)"),
 }
 
 # other projects' programs: the docs show how to use them with the arena, no test here runs them

@@ -359,8 +359,7 @@ def test_evaluation_on_held_out_seeds(runs, tmp_path):
     assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(summary))
     assert [e["seed"] for e in summary["per_episode"]] == [100_000, 100_001, 100_002]
     # sampling is seeded: the same model on the same seeds plays the same episodes, a difference of zero
-    again = llm_eval.main([str(runs["grpo"]), "--env", "TreasureHunt-v0", "--env-arg", "difficulty=easy",
-                           "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
+    again = llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
                            "--baseline", str(tmp_path / "eval.json"), "--json", str(tmp_path / "again.json")])
     assert again["per_episode"] == summary["per_episode"]
     assert again["versus"] == {"baseline": str(runs["grpo"]), "success": [0.0, 0.0, 0.0], "return": [0.0, 0.0, 0.0]}
