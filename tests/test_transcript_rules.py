@@ -25,6 +25,11 @@ TOOL = {"type": "function", "function": {"name": "pwd", "parameters": {}}}
 
 
 REFUSED = [  # (messages, tools, null_content), the error's message
+    ([ans("a")], None, False,
+     "messages[0]: rule 'tool-answers-call': tool_call_id 'a' answers no call of the assistant message before "
+     "this run of tool messages"),
+    ([S, U, asks({**c(), "type": "tool"})], None, False,
+     "messages[2]: rule 'tool-calls': tool_calls[0]: type must be 'function', got 'tool'"),
     ("hello", None, False,
      "messages: rule 'list': expected a non-empty list of messages, got str"),
     ([], None, False,
