@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps docs results stats
+.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
@@ -62,6 +62,14 @@ demo: sysdeps $(STAMP)
 SOAK_MINUTES ?= 10
 soak: sysdeps $(STAMP)
 	$(PY) tests/soak.py $(SOAK_MINUTES)
+
+# Mutation testing (mutmut) of the modules that hold the project's promises, each module's mutants
+# against its own fast tests (tests/mutate.py); prints the kill rate per module. MODULES= picks some
+# (names transcripts pool serve_guard jail); a module's work folder build/mutate/<module> keeps its
+# results: remove it to measure a changed module afresh.
+MODULES ?=
+mutate: sysdeps $(STAMP)
+	$(PY) tests/mutate.py $(MODULES)
 
 # The docs site (also built by `make test`, warnings as errors: tests/test_docs_build.py)
 docs: $(STAMP)

@@ -451,6 +451,7 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
         rows += SECTIONS[name](args.seconds)
     print(format_table(rows), flush=True)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # the docs' runs/bench.json, on a fresh checkout
         with open(args.json, "w") as fh:
             json.dump([{"row": n, "rate": r, "unit": u} for n, r, u in rows], fh, indent=2)
     return rows

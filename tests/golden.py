@@ -1,13 +1,15 @@
 """Golden trajectories of every env form: fixed seeds, seeded random actions, hashed step by step.
 
-The hashes in ``golden_trajectories.json`` were recorded on the code before the batch
-engine refactor (release 0.1); ``test_golden.py`` checks that every env form still
-produces them. A rule change that alters trajectories on purpose re-records them with
+``test_golden.py`` checks that every env form still produces the hashes in
+``golden_trajectories.json``. A rule change that alters trajectories on purpose re-records
+them, naming the change:
 
-    .venv/bin/python tests/golden.py --write
+    .venv/bin/python tests/golden.py --write --change "a slow move_to is refused"
 
-and says why in its commit. Only what a rule change or a message rewording cannot reach
-by accident is hashed for the tool-call forms: numbers, ends and infos, not message text.
+which also appends to ``golden_changes.json`` the change and a fingerprint of each form's
+new hashes: a golden file that no entry there accounts for fails the test. Every key of
+every info is hashed. Only what a rule change or a message rewording cannot reach by
+accident is hashed for the tool-call forms: numbers, ends and infos, not message text.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import arena_envs  # noqa: F401
 from arena_envs import team_capture_v0
 
 GOLDEN = Path(__file__).with_name("golden_trajectories.json")
+CHANGES = Path(__file__).with_name("golden_changes.json")
 STEPS = 120
 SEED = 11
 # Params pinned where a later rule change (the seed's craft range of 3.0) would move the
@@ -34,17 +36,10 @@ SEED = 11
 CRAFTING = {"craft_range": 2.5}
 
 
-def _recorded_keys(info: dict) -> list:
-    """The keys an info had when the hashes were recorded: every scenario reports ``success``
-    and ``score`` since then (team capture's ``score`` is new, Foraging's is not)."""
-    added = {"success", "_success"} | ({"score", "_score"} if "blue_score" in info else set())
-    return sorted((k for k in info if k not in added), key=str)
-
-
 def digest(value: Any, h: Any) -> None:
     """Feed a canonical encoding of (nested dicts/lists/tuples of) arrays and scalars to ``h``."""
     if isinstance(value, dict):
-        for key in _recorded_keys(value):
+        for key in sorted(value, key=str):
             h.update(f"<{key}>".encode())
             digest(value[key], h)
     elif isinstance(value, (list, tuple)):
@@ -228,9 +223,40 @@ def record() -> dict[str, list[str]]:
     return {name: form() for name, form in FORMS.items()}
 
 
+def fingerprint(hashes: list[str]) -> str:
+    """One form's recorded hashes in 16 hex digits, as the changes log names them."""
+    return hashlib.sha256(json.dumps(hashes).encode()).hexdigest()[:16]
+
+
+def logged() -> dict[str, str]:
+    """Each form's fingerprint as the last entry of the changes log naming it leaves it."""
+    forms: dict[str, str] = {}
+    for entry in json.loads(CHANGES.read_text()):
+        forms.update(entry["forms"])
+    return forms
+
+
+def write(change: str) -> list[str]:
+    """Record every form again; log ``change`` with the fingerprints of the forms it moved."""
+    recorded, before = record(), logged()
+    moved = {name: fingerprint(hashes) for name, hashes in recorded.items() if before.get(name) != fingerprint(hashes)}
+    if moved:
+        GOLDEN.write_text(json.dumps(recorded, indent=0) + "\n")
+        CHANGES.write_text(json.dumps([*json.loads(CHANGES.read_text()), {"change": change, "forms": moved}],
+                                      indent=1) + "\n")
+    return sorted(moved)
+
+
 if __name__ == "__main__":
-    if "--write" in sys.argv:
-        GOLDEN.write_text(json.dumps(record(), indent=0) + "\n")
-        print(f"wrote {GOLDEN}")
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tests/golden.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="record every form again")
+    parser.add_argument("--change", help="with --write: the rule change that moves the trajectories, for the log")
+    args = parser.parse_args()
+    if args.write and not (args.change or "").strip():
+        parser.error("--write needs --change: the rule change that moves the trajectories")
+    if args.write:
+        print(f"re-recorded (logged in {CHANGES.name}): {', '.join(write(args.change)) or 'nothing moved'}")
     else:
         print(json.dumps({k: len(v) for k, v in record().items()}))

@@ -113,6 +113,8 @@ def test_foraging_run_directory_is_what_arena_eval_reads(tmp_path):
     summary = evaluate.evaluate([str(out), "Foraging-v0", "--episodes", "4"])
     assert set(summary) == {"ppo", "random", "scripted"}
     assert (out / "learning_curve.png").exists() and (out / "eval.md").exists()
+    sampled = evaluate.evaluate([str(out), "Foraging-v0", "--episodes", "2", "--stochastic", "--rollout"])
+    assert set(sampled) == set(summary) and (out / "rollout.gif").exists()
 
 
 def test_resume_continues_the_run(tmp_path):

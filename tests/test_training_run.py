@@ -50,8 +50,8 @@ def test_train_resume_and_evaluate_write_their_outputs(tmp_path, tiny_config, ca
 
     monkeypatch.setattr(Sb3VecEnv, "reset", reset_recording_seeds)
     run = tmp_path / "run"
-    common = ["Foraging-v0", "--config", str(tiny_config), "--n-envs", "8", "--seed", "1", "--out", str(run),
-              "--no-progress"]
+    common = ["Foraging-v0", "--algo", "sb3-ppo", "--config", str(tiny_config), "--n-envs", "8", "--seed", "1",
+              "--out", str(run), "--no-progress"]
     assert train(common + ["--timesteps", "1024"]) == run
     for name in ("config.yaml", "model.zip", "vecnormalize.pkl", "progress.csv", "speed.json"):
         assert (run / name).is_file(), name
@@ -165,13 +165,15 @@ def test_short_runs_of_the_other_scenarios_write_their_outputs(tmp_path, env):
     config["ppo"].update(n_steps=32, batch_size=128, n_epochs=1)
     config.update(policy_kwargs={"net_arch": [32]}, eval_every=512, eval_episodes=2)
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(config))
-    run = train([env, "--config", str(tmp_path / "tiny.yaml"), "--n-envs", "4", "--timesteps", "1024",
-                 "--out", str(tmp_path / "run"), "--no-progress"])
+    run = train([env, "--algo", "sb3-ppo", "--config", str(tmp_path / "tiny.yaml"), "--n-envs", "4",
+                 "--timesteps", "1024", "--out", str(tmp_path / "run"), "--no-progress"])
     log = rows(run / "progress.csv")
     assert float(log[-1]["time/total_timesteps"]) == 1024 and (run / "model.zip").is_file()
     evaluated = [r for r in log if r["eval/success_rate"]]
     assert len(evaluated) == 2 and all(r["eval/return_mean"] for r in evaluated)  # at 0 and after 512 steps
     summary = evaluate([str(run), env, "--episodes", "2", "--rollout"])
+    stochastic = evaluate([str(run), env, "--episodes", "2", "--stochastic", "--out", str(tmp_path / "stochastic")])
+    assert list(stochastic) == list(summary) and (tmp_path / "stochastic" / "eval.md").is_file()
     if env == "team_capture_v0":  # every agent as blue against each baseline team as red
         assert list(summary) == [f"{a} vs {b}" for a in ("ppo", "random", "scripted") for b in ("random", "scripted")]
         assert summary["scripted vs random"]["length_mean"] == 40  # the run's own env arguments

@@ -1,0 +1,129 @@
+"""``make mutate``: mutation testing (mutmut) of the modules that hold the project's promises.
+
+    python tests/mutate.py [MODULE ...]       # all of MODULES when none is named
+
+Each module is mutated alone, in ``build/mutate/<module>/`` (mutmut's copy of the checkout, its
+``mutants/``), and each of its mutants is run against only the tests named for it in
+``MODULES`` (of those, mutmut runs the ones that call the mutated function), so that a run
+fits on 2 cores. A subprocess of a test (a server, a reader process) imports the mutated copy
+too: ``PYTHONPATH`` points at it. A re-run keeps the results of unchanged functions; after
+a module or its tests changed (a merge), ``rm -rf build/mutate/<module>`` starts it afresh.
+
+It prints the kill rate of each module (killed / (killed + survived); timeouts count as
+killed, as mutmut counts them) and writes the survivors of each module to
+``build/mutate/<module>/survivors.txt`` (``mutmut show NAME`` in that folder shows a diff);
+mutmut's own output is in ``build/mutate/<module>/mutmut.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTMUT = Path(sys.executable).with_name("mutmut")
+# what a copied checkout needs besides the package and the tests (pages and configs some tests read)
+ALSO_COPY = ("docs", "training", "wrappers", "README.md", "Makefile", "constraints.txt", "CHANGELOG.md", ".ci")
+
+# module -> (the files mutated, the fast tests that hold its promises)
+MODULES: dict[str, tuple[list[str], list[str]]] = {
+    "names": (["arena_envs/names.py"], ["tests/test_names.py", "tests/test_names_cli.py", "tests/test_cli_errors.py"]),
+    "transcripts": (["arena_envs/llm/transcripts.py"],
+                    ["tests/test_transcript_rules.py", "tests/test_llm_transcripts.py"]),
+    "pool": (["arena_envs/tools/pool.py", "arena_envs/tools/resource_pool.py"],
+             ["tests/test_tool_pool.py", "tests/test_pool_hardening.py", "tests/test_pool_properties.py"]),
+    "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
+                    ["tests/test_serve_hostile.py", "tests/test_serve_server.py"]),
+    "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py", "arena_envs/tools/sandbox_worker.py"],
+             ["tests/test_sandbox.py", "tests/test_sandbox_attacks.py"]),
+}
+
+
+def setup_cfg(files: list[str], tests: list[str]) -> str:
+    """The work directory's setup.cfg: mutmut's section, and pytest's without the notebook plugin."""
+    lines = "\n    ".join
+    return f"""[mutmut]
+source_paths = arena_envs
+only_mutate =
+    {lines(files)}
+also_copy =
+    {lines(ALSO_COPY)}
+pytest_add_cli_args =
+    -p
+    no:cacheprovider
+    -p
+    no:nbmake
+pytest_add_cli_args_test_selection =
+    {lines(tests)}
+timeout_multiplier = 5
+timeout_constant = 30
+
+[tool:pytest]
+timeout = 600
+timeout_method = thread
+"""
+
+
+def run(module: str) -> dict[str, int]:
+    """Mutate ``module`` in its work directory; mutmut's counts of its mutants."""
+    files, tests = MODULES[module]
+    work = ROOT / "build" / "mutate" / module
+    work.mkdir(parents=True, exist_ok=True)
+    for name in ("arena_envs", "tests", *ALSO_COPY):
+        link = work / name
+        if not link.is_symlink():
+            link.symlink_to(ROOT / name)
+    (work / "setup.cfg").write_text(setup_cfg(files, tests))
+    # made before mutmut starts: a folder missing when Python starts is never searched for imports
+    # (its finder is cached as None), and the checkout's own package would be tested instead
+    (work / "mutants").mkdir(exist_ok=True)
+    # the work directory is not the checkout: mutmut's copy is what every process imports
+    env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
+    with (work / "mutmut.log").open("w") as log:  # its progress spinner, kept out of the table
+        done = subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+    if done.returncode != 0:  # e.g. a test that fails before any mutant: mutmut tests none
+        tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
+        print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n", file=sys.stderr)
+    subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, env=env, check=True, capture_output=True)
+    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
+    survivors = subprocess.run([str(MUTMUT), "results"], cwd=work, env=env, capture_output=True, text=True).stdout
+    (work / "survivors.txt").write_text(survivors)
+    return stats
+
+
+def rate(stats: dict[str, int]) -> float:
+    killed = stats.get("killed", 0) + stats.get("timeout", 0)
+    return killed / max(1, killed + stats.get("survived", 0))
+
+
+def main(names: list[str]) -> int:
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        print(f"mutate.py: no module {unknown}; one of {', '.join(MODULES)}", file=sys.stderr)
+        return 2
+    if shutil.which(str(MUTMUT)) is None:
+        print("mutate.py: mutmut is not installed: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+    rows = []
+    for module in names or list(MODULES):
+        start = time.monotonic()
+        stats = run(module)
+        rows.append((module, stats, time.monotonic() - start))
+    print("\n| module | mutants | killed | survived | no tests | other | kill rate | minutes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for module, stats, seconds in rows:
+        killed = stats.get("killed", 0) + stats.get("timeout", 0)
+        other = stats.get("total", 0) - killed - stats.get("survived", 0) - stats.get("no_tests", 0)
+        print(f"| {module} | {stats.get('total', 0)} | {killed} | {stats.get('survived', 0)} | "
+              f"{stats.get('no_tests', 0)} | {other} | {rate(stats):.0%} | {seconds / 60:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
