@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import inspect
 import json
+import re
+from pathlib import Path
 
 import pytest
 from llm_helpers import validate_transcript
@@ -185,3 +187,47 @@ def test_an_instance_plays_inside_a_running_event_loop():
             return env.cat(file="start.txt")
 
     assert "[turn 1/" in asyncio.run(notebook_cell())
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "guide" / "llm-frameworks.md"
+
+
+def test_trls_own_trainer_trains_smollm2_through_the_documented_lines(tmp_path, monkeypatch):
+    """The page's lines as written: TRL's GRPOTrainer, environment_factory and no rollout_func, 2 steps of
+    the real SmolLM2-135M on Treasure Hunt easy."""
+    (block,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert "environment_factory=Hunt" in block and "rollout_func" not in block
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    rollouts: list[tuple[int, str]] = []  # (seed, the system message TRL rendered) of every rollout's reset
+    reset = arena_trl.ArenaEnvironment.reset
+
+    def recorded(self, seed=None, **row):
+        if "prompt" in row:  # TRL passes the whole dataset row; the dataset's own resets pass none
+            rollouts.append((seed, row["prompt"][0]["content"]))
+        return reset(self, seed, **row)
+
+    monkeypatch.setattr(arena_trl.ArenaEnvironment, "reset", recorded)
+    names: dict = {}
+    exec(compile(block, str(DOC), "exec"), names)
+    trainer = names["trainer"]
+    assert trainer.state.global_step == 2 and trainer.rollout_func is None
+    logged = [row for row in trainer.state.log_history if "rewards/TreasureHunt/mean" in row]
+    assert len(logged) == 2  # the environment's get_reward scored every step's rollouts
+    # a step is one group of 2 rollouts: both play the row's seed, and the next step another one
+    (a, first), (b, _), (c, _), (d, _) = rollouts
+    assert a == b and c == d and a != c and first.startswith("# Treasure Hunt")
+    for env in trainer.environments:
+        assert env.seed == c and env.session.messages[0]["content"] == first
+
+
+def test_arena_bench_measures_both_doors_on_the_same_episodes(capsys):
+    from arena_envs.bench import run
+
+    rates = {name: (rate, unit) for name, rate, unit in run(["--only", "doors", "--seconds", "0"])}
+    table = capsys.readouterr().out
+    for label in ("Treasure Hunt easy", "Foraging, 20 replies"):
+        ours = rates[f"Doors: {label}, 32 scripted episodes: chat sessions (arena-agent, arena-train)"]
+        trl = rates[f"Doors: {label}, 32 scripted episodes: TRL environment_factory"]
+        assert ours[1] == trl[1] == "episodes/s" and ours[0] > 0 and trl[0] > 0
+        assert f"Doors: {label}, 32 scripted episodes: TRL environment_factory / " in table  # the ratio line
