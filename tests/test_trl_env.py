@@ -120,6 +120,8 @@ def test_the_2d_scenarios_play_through_the_methods_deterministically_and_alone(s
         assert interleaved == alone[1] and b.get_reward() == alone[2]
         assert play(a, seed=3, calls=6) == alone  # the same seed, the same episode
         assert len(alone[1]) == 6 and all("tick" in text for text in alone[1])  # each shows the observation
+        if scenario != "Crafting":  # Crafting's default world is one fixed layout
+            assert c.session.messages[1] != b.session.messages[1]  # another seed, another world
 
 
 def test_bad_calls_are_answered_in_text_and_leave_other_instances_alone():
