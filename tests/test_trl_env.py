@@ -209,13 +209,21 @@ def test_trls_own_trainer_trains_smollm2_through_the_documented_lines(tmp_path, 
             rollouts.append((seed, row["prompt"][0]["content"]))
         return reset(self, seed, **row)
 
+    rewards: list[float] = []  # every reward TRL asked the environment for
+    get_reward = arena_trl.ArenaEnvironment.get_reward
+
+    def scored(self):
+        rewards.append(get_reward(self))
+        return rewards[-1]
+
     monkeypatch.setattr(arena_trl.ArenaEnvironment, "reset", recorded)
+    monkeypatch.setattr(arena_trl.ArenaEnvironment, "get_reward", scored)
     names: dict = {}
     exec(compile(block, str(DOC), "exec"), names)
     trainer = names["trainer"]
     assert trainer.state.global_step == 2 and trainer.rollout_func is None
-    logged = [row for row in trainer.state.log_history if "rewards/TreasureHunt/mean" in row]
-    assert len(logged) == 2  # the environment's get_reward scored every step's rollouts
+    assert len(rewards) == 4  # get_reward scored each rollout of both steps, logged under the class's name
+    assert any("rewards/TreasureHunt/mean" in row for row in trainer.state.log_history)
     # a step is one group of 2 rollouts: both play the row's seed, and the next step another one
     (a, first), (b, _), (c, _), (d, _) = rollouts
     assert a == b and c == d and a != c and first.startswith("# Treasure Hunt")
