@@ -367,6 +367,76 @@ def chat_rows(seconds: float) -> list[tuple[str, float, str]]:
     return rows(seconds, sessions=256)
 
 
+def _rounds_rate(round_: Callable[[int], None], units: int, seconds: float) -> float:
+    """Units per second of the best round of ``round_(i)`` (each a new set of seeds), rounds run for
+    ``seconds`` and at least two: a round is whole episodes, too long for :func:`_rate`'s windows."""
+    best, i, deadline = 0.0, 0, time.perf_counter() + seconds
+    while i < 2 or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        round_(i)
+        best, i = max(best, units / (time.perf_counter() - start)), i + 1
+    return best
+
+
+def door_rows(seconds: float, episodes: int = 32) -> list[tuple[str, float, str]]:
+    """Episodes/s of the same seeded episodes, the scripted policy's calls one per reply, played
+    through the chat sessions our runner and ``arena-train --algo grpo`` step together (a
+    :class:`~arena_envs.llm.chat.ChatBatch`) and through TRL's door (:mod:`arena_envs.trl`: an
+    instance per rollout, its tool methods called one rollout after another, as TRL's loop does)."""
+    from arena_envs import trl
+    from arena_envs.llm.chat import ChatBatch
+    from arena_envs.llm.scripted import policy_for
+
+    def call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        return policy_for(messages)(messages)[0]
+
+    def reply(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+    def batch_rate(env_id: str, kwargs: dict[str, Any]) -> float:
+        batch = ChatBatch(env_id, episodes, **kwargs)
+
+        def round_(i: int) -> None:
+            batch.reset(i * episodes)
+            while not all(s.done for s in batch.sessions):
+                batch.step([None if s.done else reply(*call(s.messages)) for s in batch.sessions])
+
+        try:
+            return _rounds_rate(round_, episodes, seconds)
+        finally:
+            batch.close()
+
+    def door_rate(env_id: str, kwargs: dict[str, Any]) -> float:
+        instances = [trl.environment_class(env_id, **kwargs)() for _ in range(episodes)]
+
+        def round_(i: int) -> None:
+            for k, env in enumerate(instances):
+                env.reset(seed=i * episodes + k)
+            while not all(env.session.done for env in instances):
+                for env in instances:  # TRL's tool loop: each rollout's calls in turn
+                    if not env.session.done:
+                        name, arguments = call(env.session.messages)
+                        getattr(env, name)(**arguments)
+
+        try:
+            return _rounds_rate(round_, episodes, seconds)
+        finally:
+            for env in instances:
+                env.__exit__()
+
+    rows = []
+    for label, env_id, kwargs in (("Treasure Hunt easy", "arena_envs/TreasureHunt-v0", {"difficulty": "easy"}),
+                                  ("Foraging, 20 replies", "arena_envs/Foraging-v0",
+                                   {"max_turns": 20, "wait_ticks": 50})):
+        both = {**kwargs, "call_format": "hermes"}
+        rows.append((f"Doors: {label}, {episodes} scripted episodes: chat sessions (arena-agent, arena-train)",
+                     batch_rate(env_id, both), "episodes/s"))
+        rows.append((f"Doors: {label}, {episodes} scripted episodes: TRL environment_factory",
+                     door_rate(env_id, both), "episodes/s"))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "foraging": foraging_rows,
     "crafting": crafting_rows,
@@ -383,6 +453,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "sandbox": sandbox_rows,
     "recording": recording_rows,
     "serve_stall": serve_stall_rows,
+    "doors": door_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -408,6 +479,10 @@ RATIOS = (
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: no jail"),
     ("Sandbox cold start of an id: bwrap jail, p50", "Sandbox cold start of an id: subprocess per call, p50"),
     ("Foraging native batch B=64, RecordEpisodes on", "Foraging native batch B=64, RecordEpisodes off"),
+    ("Doors: Treasure Hunt easy, 32 scripted episodes: TRL environment_factory",
+     "Doors: Treasure Hunt easy, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
+    ("Doors: Foraging, 20 replies, 32 scripted episodes: TRL environment_factory",
+     "Doors: Foraging, 20 replies, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
     # how much slower a bystander's step is beside four clients sending stall messages
     ("Serve foraging bystander beside 4 stall attackers p99", "Serve foraging bystander alone p99"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve

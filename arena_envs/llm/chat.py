@@ -514,9 +514,10 @@ class ChatBatch:
     def __init__(self, env_id: str, size: int = 1, **options: Any):
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        if options.get("remote") is not None:
+        if options.get("remote") is not None or _loop_running():
             # remote sessions hold WebSockets whose keep-alive pings must be answered while the
-            # caller computes between steps (a model generating): their loop runs on its own thread
+            # caller computes between steps (a model generating): their loop runs on its own thread;
+            # so does the loop of a caller inside a running loop (a notebook), where another cannot run
             self._thread = threading.Thread(target=self._loop.run_forever, name="chat-batch", daemon=True)
             self._thread.start()
         else:
@@ -558,6 +559,14 @@ class ChatBatch:
         return self._loop.run_until_complete(awaitable)
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 async def _gather(*awaitables):
     return await asyncio.gather(*awaitables)
 
@@ -569,8 +578,8 @@ async def _make_pool(env_id: str, size: int, options: dict[str, Any]) -> ChatPoo
 class ChatEnv:
     """One chat session from synchronous code: ``reset(seed)`` and ``step(reply)`` like a Gymnasium env.
 
-    Inside a running event loop (a notebook), use the async :class:`ChatSession` from
-    :class:`ChatPool` instead.
+    Inside a running event loop (a notebook) its own loop runs on a thread; async code can use the
+    :class:`ChatSession` of a :class:`ChatPool` directly instead.
     """
 
     def __init__(self, env_id: str, **options: Any):
