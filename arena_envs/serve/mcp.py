@@ -24,7 +24,7 @@ only the harness, never the agent, starts and ends episodes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openenv.core.env_server.mcp_types import (
     RESERVED_TOOL_NAMES,
@@ -39,8 +39,7 @@ from openenv.core.env_server.mcp_types import (
 
 from .models import ArenaAction, ArenaObservation
 
-if TYPE_CHECKING:
-    from .sessions import ArenaSession
+# a session is a ``sessions.ArenaSession`` (typed Any here: sessions imports this module)
 
 
 def mcp_action(action: Any) -> ListToolsAction | CallToolAction | None:
@@ -96,7 +95,7 @@ def tool_result(answer: ArenaObservation) -> dict[str, Any]:
             "is_error": failed}
 
 
-async def mcp_step(session: ArenaSession,
+async def mcp_step(session: Any,
                    action: ListToolsAction | CallToolAction) -> ListToolsObservation | CallToolObservation:
     """``session``'s answer to an MCP action (see the module docstring).
 
@@ -135,7 +134,7 @@ class SessionTools:
     hop inside the process).
     """
 
-    def __init__(self, session: ArenaSession) -> None:
+    def __init__(self, session: Any) -> None:
         self.session = session
 
     def is_connected(self) -> bool:
