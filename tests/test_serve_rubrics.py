@@ -133,6 +133,8 @@ def test_the_treasure_hunt_success_rubric_is_a_gate_on_the_key_check():
     assert parts["found"].last_score == 0.0
     assert rubric({"tool": "check_treasure", "key": "y"}, right) == pytest.approx(0.99)
     assert parts["found"].last_score == 1.0
+    later = {"info": {"success": True, "turns": 3}, "observation": {}}
+    assert rubric({"tool": "pwd"}, later) == pytest.approx(-0.01)  # found once: only that check scores
 
 
 def test_every_scenario_has_a_rubric_and_an_unknown_one_is_refused():
@@ -140,3 +142,19 @@ def test_every_scenario_has_a_rubric_and_an_unknown_one_is_refused():
         assert isinstance(scenario_rubric(scenario), Rubric)
     with pytest.raises(ValueError, match="unknown scenario 'chess'"):
         scenario_rubric("chess")
+
+
+def test_the_crafting_rubric_pays_each_intermediate_once_as_the_env_does():
+    rubric = scenario_rubric("crafting")
+    rubric.reset()
+
+    def answer(goal: int, **held: int) -> dict:
+        return {"info": {"goal_crafted": goal},
+                "observation": {"inventory": [{"name": name, "quantity": n} for name, n in held.items()]}}
+
+    assert rubric(None, answer(0, iron_ore=1)) == 0.0  # collected: not crafted
+    assert rubric(None, answer(0, iron_ingot=1)) == pytest.approx(0.1)
+    assert rubric(None, answer(0)) == 0.0  # used up
+    assert rubric(None, answer(0, iron_ingot=1)) == 0.0  # made again: the env pays the first one only
+    assert rubric(None, answer(0, iron_rod=1, wooden_handle=1)) == pytest.approx(0.2)
+    assert rubric(None, answer(1, iron_sword=1)) == pytest.approx(1.0)
