@@ -169,6 +169,7 @@ def test_the_docs_evaluation_script_writes_its_table(tmp_path):
     assert (tmp_path / "TreasureHunt-v0-hermes" / "results.jsonl").exists()
 
 
+@pytest.mark.timeout(1800)  # a minute or two alone; far longer on a machine other jobs share
 def test_the_model_plays_a_treasure_hunt_through_the_mcp_door(llama):
     """SmolLM2 with llama.cpp's native tool calls, its tools listed and called through OpenEnv's MCP client."""
     from openenv.core.mcp_client import MCPToolClient
