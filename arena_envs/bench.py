@@ -287,6 +287,13 @@ def serve_stall_rows(seconds: float) -> list[tuple[str, float, str]]:
     return stall_rows(seconds)
 
 
+def mcp_rows(seconds: float) -> list[tuple[str, float, str]]:
+    """Episodes/s through arena-serve's MCP door against our own runner, on the same hunts (needs ``serve``)."""
+    from arena_envs.serve.mcp_bench import mcp_rows as rows
+
+    return rows(seconds)
+
+
 def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float, str]]:
     """Env-steps/s of one Foraging batch unsharded (``num_workers=1``) and split over 2 processes
     (:class:`~arena_envs.sharded.ShardedVectorEnv`, what ``gym.make_vec(..., num_workers=2)``
@@ -454,6 +461,7 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "recording": recording_rows,
     "serve_stall": serve_stall_rows,
     "doors": door_rows,
+    "mcp": mcp_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -483,6 +491,8 @@ RATIOS = (
      "Doors: Treasure Hunt easy, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
     ("Doors: Foraging, 20 replies, 32 scripted episodes: TRL environment_factory",
      "Doors: Foraging, 20 replies, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
+    ("Treasure Hunt 64 oracle episodes, 8 at once: MCP door (arena-serve, OpenEnv MCPToolClient)",
+     "Treasure Hunt 64 oracle episodes, 8 at once: our runner (run_episodes, ChatPool)"),
     # how much slower a bystander's step is beside four clients sending stall messages
     ("Serve foraging bystander beside 4 stall attackers p99", "Serve foraging bystander alone p99"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve

@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,18 @@ import torch
 from process_helpers import free_port, serving
 
 from arena_envs.llm.llama_server import smollm2_gguf
-from arena_envs.training.llm_common import IGNORE, continuation, sft_example
+from arena_envs.llm.runner import EpisodeRecord
+from arena_envs.training.llm_common import (
+    CHAT_ENVS,
+    IGNORE,
+    continuation,
+    episode_printer,
+    parse_args,
+    prepare_run,
+    scenario_defaults,
+    sft_example,
+    step_printer,
+)
 from arena_envs.training.train import main
 
 # the first test carries the module fixture (2 SFT and 2 GRPO steps): minutes on an idle 2-core machine,
@@ -99,6 +111,41 @@ def test_sft_loss_on_assistant_tokens_only(runs):
             assert trained == [], f"a {message['role']} token has a label"
         start += length
     assert start == len(ids)
+    for cut in (1, 57, len(ids) // 2, len(ids), len(ids) + 10):  # --max-length: the start, rendered alone
+        assert sft_example(tokenizer, messages, cut) == (ids[:cut], labels[:cut])
+
+
+def test_each_scenarios_defaults_come_from_its_table_and_a_flag_wins(tmp_path):
+    for env_id in CHAT_ENVS.values():
+        assert set(scenario_defaults(env_id, "sft")) == {"episodes", "batch_size", "max_length"}
+        assert set(scenario_defaults(env_id, "grpo")) == {"group_size", "groups", "max_new_tokens",
+                                                          "max_completion_tokens"}
+    table = scenario_defaults("arena_envs/Foraging-v0", "sft")
+    config, _, _ = prepare_run(parse_args(["Foraging-v0", "--algo", "sft", "--model", "m",
+                                           "--out", str(tmp_path / "a")]))
+    assert {key: config[key] for key in table} == table
+    config, _, _ = prepare_run(parse_args(["Foraging-v0", "--algo", "sft", "--model", "m", "--episodes", "3",
+                                           "--out", str(tmp_path / "b")]))
+    assert config["episodes"] == 3 and config["max_length"] == table["max_length"]
+    grpo = scenario_defaults("arena_envs/TeamCapture-v0", "grpo")
+    config, _, _ = prepare_run(parse_args(["TeamCapture-v0", "--algo", "grpo", "--model", "m",
+                                           "--out", str(tmp_path / "c")]))
+    assert {key: config[key] for key in grpo} == grpo
+
+
+def test_a_run_prints_each_episode_and_each_step_as_it_ends(capsys):
+    from transformers import TrainerState
+
+    show = episode_printer(2)
+    show(EpisodeRecord(scenario="arena_envs/Foraging-v0", seed=4, group=0, index=0, messages=[{}] * 7, success=True))
+    printer, state = step_printer(), TrainerState(global_step=3, max_steps=100)
+    printer.on_train_begin(None, state, None)
+    printer.on_log(None, state, None, logs={"loss": 1.5, "reward": 0.25, "grad_norm": 2.0})
+    printer.on_log(None, state, None, logs={"train_runtime": 9.0})  # the closing summary: no step line
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "episode 1/2 played (seed 4, 7 messages): 1 won so far"
+    assert re.fullmatch(r"step 3/100: loss 1\.5, reward 0\.25, \d+ s \(\d+ s in all, \d+\.\d GB\)", lines[1])
+    assert len(lines) == 2
 
 
 def test_an_episode_is_trained_without_the_step_padding_and_the_same_log_probabilities(runs):

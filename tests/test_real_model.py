@@ -167,3 +167,43 @@ def test_the_docs_evaluation_script_writes_its_table(tmp_path):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| TreasureHunt-v0 | hermes | 1 |")]
     assert len(rows) == 2  # printed as it came, then in the table
     assert (tmp_path / "TreasureHunt-v0-hermes" / "results.jsonl").exists()
+
+
+@pytest.mark.timeout(1800)  # a minute or two alone; far longer on a machine other jobs share
+def test_the_model_plays_a_treasure_hunt_through_the_mcp_door(llama):
+    """SmolLM2 with llama.cpp's native tool calls, its tools listed and called through OpenEnv's MCP client."""
+    from openenv.core.mcp_client import MCPToolClient
+
+    from arena_envs.serve import Limits, make_app
+    from arena_envs.serve.app import running
+
+    # a 3-step hunt, so that the episode ends by the env's rule whatever the model writes
+    app = make_app("treasure_hunt", max_sessions=2, limits=Limits(idle_timeout=None, http_rate=None), max_steps=3)
+    chat = openai.OpenAI(base_url=llama.base_url, api_key="unused", timeout=600)
+    with running(app) as url, MCPToolClient(base_url=url, message_timeout_s=600).sync() as env:
+        tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                   "parameters": t.input_schema}} for t in env.list_tools()]
+        messages = [{"role": "user", "content": env.reset(seed=3).observation.metadata["text"]}]
+        answer, ticks = {"done": False}, 0
+        for _ in range(8):  # replies: a reply without a call is asked again
+            reply = chat.chat.completions.create(model="smollm2-tools", messages=messages, tools=tools,
+                                                 tool_choice="auto", max_tokens=48, temperature=0.0, seed=0)
+            message = reply.choices[0].message
+            calls = [call.model_dump() for call in message.tool_calls or []]
+            messages.append({"role": "assistant", "content": message.content or "", **({"tool_calls": calls} if calls
+                                                                                        else {})})
+            if not calls:
+                messages.append({"role": "user", "content": "Call one of the tools."})
+            for call in calls:
+                try:
+                    arguments = json.loads(call["function"]["arguments"] or "{}")
+                    answer = env.call_tool(call["function"]["name"], **arguments)
+                    content, ticks = answer["text"], ticks + 1
+                except (RuntimeError, ValueError, TypeError) as error:  # the model's mistake, told back to it
+                    content = f"Error: {error}"
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            if answer["done"]:
+                break
+        assert answer["done"] and (answer["terminated"] or answer["truncated"]), messages
+        assert env.state().step_count == ticks >= 1
+    validate_messages(messages, tools)

@@ -22,6 +22,7 @@ from typing import Any
 from arena_envs.training.llm_common import (
     IGNORE,
     TEAM_CAPTURE,
+    episode_printer,
     model_for,
     peft_config,
     run_callbacks,
@@ -46,7 +47,7 @@ def scripted_transcripts(config: dict[str, Any], out: Path) -> list[list[dict[st
         else:
             pool = ChatPool(config["env_id"], size=min(config["episodes"], 32), **options)
         return await run_episodes(pool, ScriptedChatAgent(config["format"]), seeds, team=team,
-                                  concurrency=min(config["episodes"], 32))
+                                  concurrency=min(config["episodes"], 32), progress=episode_printer(len(seeds)))
 
     records = asyncio.run(play())
     write_transcripts(records, out / "transcripts.jsonl")
@@ -69,15 +70,14 @@ def train(config: dict[str, Any], out: Path, checkpoint: str | None) -> Path:
     model, tokenizer = model_for(config)
     rows = []
     for messages in scripted_transcripts(config, out):
-        ids, labels = sft_example(tokenizer, messages)
-        ids, labels = ids[:config["max_length"]], labels[:config["max_length"]]
+        ids, labels = sft_example(tokenizer, messages, config["max_length"])
         if any(label != IGNORE for label in labels):
             rows.append({"input_ids": ids, "labels": labels})
     if not rows:
         raise SystemExit(f"arena-train: no transcript has a reply within its first --max-length "
                          f"{config['max_length']} tokens: raise --max-length")
     print(f"SFT on {len(rows)} transcripts, {sum(len(r['input_ids']) for r in rows):,} tokens, "
-          f"{sum(sum(label != IGNORE for label in r['labels']) for r in rows):,} of them trained")
+          f"{sum(sum(label != IGNORE for label in r['labels']) for r in rows):,} of them trained", flush=True)
 
     # 2. TRL's SFTTrainer on exactly those ids and labels
     arguments = SFTConfig(**trainer_arguments(config, out), per_device_train_batch_size=config["batch_size"],

@@ -107,10 +107,16 @@ def observation_answer(text: str, observation: dict[str, Any] | None, tools: lis
 
     The tool schemas go with the reset answer only: they do not change within an episode, and
     they were two thirds of every step's JSON (and of its pydantic validation).
+
+    The reset answer's ``metadata`` repeats what it shows (text, observation, info, arrays):
+    OpenEnv's MCP client (``MCPToolClient``) reads any answer with a ``tools`` field as a tool
+    list and keeps only its ``metadata``, and an MCP agent's first observation is this one.
     """
+    metadata = {"text": text, "observation": observation, "info": info or {}, "arrays": arrays} if first else {}
     return ArenaObservation(
         text=text, observation=observation, tools=tools if first else [], reward=None if first else reward,
-        done=terminated or truncated, terminated=terminated, truncated=truncated, info=info or {}, arrays=arrays)
+        done=terminated or truncated, terminated=terminated, truncated=truncated, info=info or {}, arrays=arrays,
+        metadata=metadata)
 
 
 _ANSWER_FIELDS = frozenset(ArenaObservation.model_fields)

@@ -41,6 +41,7 @@ from arena_envs.tools import PoolExhaustedError, ToolCallError, ToolPool, tool_s
 from arena_envs.tools.decision import is_plain_call
 from arena_envs.tools.resource_pool import check_seed
 
+from .mcp import SessionTools, as_mcp_tools, mcp_action, mcp_step
 from .models import ArenaAction, ArenaObservation, ArenaState, observation_answer, step_answer
 from .reading import MAX_MESSAGE_CHARS, READ_OFF_LOOP_CHARS, Reader, read_ahead, read_calls, text_size
 
@@ -183,6 +184,11 @@ class SessionHub(abc.ABC):
             raise
         finally:
             self._end(session)
+
+    @functools.cached_property
+    def mcp_tools(self) -> list[Any]:
+        """The tools as MCP lists them (:mod:`.mcp`)."""
+        return as_mcp_tools(self.tools)
 
     def stats(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "max_sessions": self.max_sessions, "handles": self._handles,
@@ -439,8 +445,15 @@ class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
     async def step_async(self, action: ArenaAction, timeout_s: float | None = None,
                          **kwargs: Any) -> ArenaObservation:
         """Carry out one tool call (a bad call costs a tick and comes back as a failed result)."""
-        if not isinstance(action, ArenaAction):
-            raise SessionError(f"expected a tool call, got {type(action).__name__}")
+        if type(action) is not ArenaAction or action.tool is None:  # (one test on the hot path: a plain call)
+            try:
+                mcp = mcp_action(action)  # OpenEnv's ListToolsAction / CallToolAction (serve/mcp.py)
+            except ValueError as err:
+                raise SessionError(str(err)) from None
+            if mcp is not None:
+                return await mcp_step(self, mcp)
+            if not isinstance(action, ArenaAction):
+                raise SessionError(f"expected a tool call, got {type(action).__name__}")
         # hub.turn written out (a step never opens a session): the context manager's generator
         # and its two awaits cost about 3 us of every step
         hub = self.hub
@@ -454,6 +467,11 @@ class ArenaSession(Environment[ArenaAction, ArenaObservation, ArenaState]):
         self.step_count += 1
         self.done = observation.done
         return observation
+
+    @property
+    def mcp_client(self) -> SessionTools:
+        """What OpenEnv's server calls for ``POST /mcp`` ``tools/list`` and ``tools/call`` (:mod:`.mcp`)."""
+        return SessionTools(self)
 
     @property
     def state(self) -> ArenaState:
