@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+
+Section = TypeVar("Section")  # a config section's dataclass
 
 
 def full_env_id(name: str) -> str:
@@ -117,12 +119,18 @@ class PPOConfig:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> PPOConfig:
-        section = dict(config.get("ppo") or {})
-        unknown = set(section) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown keys in the ppo section: {sorted(unknown)} "
-                             f"(known: {sorted(cls.__dataclass_fields__)})")
-        return cls(**section)
+        return config_section(config, "ppo", cls)
+
+
+def config_section(config: dict[str, Any], name: str, section_class: type[Section]) -> Section:
+    """The config's ``name`` section as a ``section_class`` dataclass; an unknown key is refused,
+    naming the known ones."""
+    section = dict(config.get(name) or {})
+    known = section_class.__dataclass_fields__  # type: ignore[attr-defined]
+    unknown = set(section) - set(known)
+    if unknown:
+        raise ValueError(f"unknown keys in the {name} section: {sorted(unknown)} (known: {sorted(known)})")
+    return section_class(**section)
 
 
 # the keys a config may have besides its sections, and what the trainers read from each section

@@ -42,7 +42,7 @@ from gymnasium.vector.utils import batch_space
 from torch import nn
 
 from arena_envs.team_capture import join_teams, split_teams, uniform_hash
-from arena_envs.training.common import agent_factory, is_team
+from arena_envs.training.common import agent_factory, config_section, is_team
 from arena_envs.wrappers.flatten import FlatEncoding, merge_agents, split_agents
 
 
@@ -62,12 +62,7 @@ class LeagueConfig:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> LeagueConfig:
-        section = dict(config.get("league") or {})
-        unknown = set(section) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown keys in the league section: {sorted(unknown)} "
-                             f"(known: {sorted(cls.__dataclass_fields__)})")
-        league = cls(**section)
+        league = config_section(config, "league", cls)
         if league.sampling not in ("pfsp", "uniform"):
             raise ValueError(f"league.sampling must be pfsp or uniform, got {league.sampling!r}")
         if league.action_repeat < 1:
