@@ -133,11 +133,12 @@ def gif_frames(path: Path) -> int:
 
 
 def test_lean_ppo_before_any_episode_ends_says_so_and_captures_a_video(tmp_path, capsys):
-    # one update of 16 ticks per world (4 agents x 2 worlds x 16 = 128 agent steps), episodes of 40
-    # ticks: none ends, so there is no score to show
+    # one update of 16 ticks per world (the league's learner plays blue: 2 agents x 2 worlds x 16 = 64
+    # agent steps, each decision one tick), episodes of 40 ticks: none ends, so there is no score to show
     out = tmp_path / "tc"
     status, printed, err = run_cli(cli.arena_train, ["TeamCapture-v0", *TINY, "--capture-video", "--out", str(out),
-                                                     "--set", "eval_every=0", "--set", "env_kwargs.max_cycles=40"],
+                                                     "--set", "eval_every=0", "--set", "env_kwargs.max_cycles=40",
+                                                     "--set", "league.action_repeat=1"],
                                    capsys)
     assert status == 0, err
     assert "no episode finished yet" in printed and "score" not in printed
@@ -145,8 +146,8 @@ def test_lean_ppo_before_any_episode_ends_says_so_and_captures_a_video(tmp_path,
         rows = list(csv.DictReader(fh))
     assert rows and all(r["rollout/score_mean"] == "" and r["rollout/score_episodes"] == "" for r in rows)
     [gif] = (out / "videos").glob("rollout_*_steps.gif")
-    assert gif.name == "rollout_128_steps.gif" and gif_frames(gif) == 21  # the first frame, then every other tick
-    assert (out / "videos" / "rollout_128_steps.jsonl").read_text().count("\n") == 40
+    assert gif.name == "rollout_64_steps.gif" and gif_frames(gif) == 21  # the first frame, then every other tick
+    assert (out / "videos" / "rollout_64_steps.jsonl").read_text().count("\n") == 40
 
 
 def test_sb3_counts_the_episodes_behind_its_score_and_runs_torch_on_one_thread(tmp_path, capsys):
