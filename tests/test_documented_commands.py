@@ -183,6 +183,10 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "--baseline runs/eval.json --json runs/again.json",
         "the guide's 128 hunts on the module fixture's run directory, whose config.yaml gives the scenario "
         "and its arguments that --env and --env-arg give for a checkpoint folder (which has no config.yaml)"),
+    "arena-train team_capture_v0 --max-minutes 20 --out runs/league": (
+        "arena-train team_capture_v0 --config c.yaml --out run --no-progress --timesteps 192",
+        "the results page's 20-minute league run at 3 updates of a small league config (small_config); "
+        "--max-minutes only bounds the wall time, which the 192-step run never reaches"),
 }
 
 # other projects' programs: the docs show how to use them with the arena, no test here runs them
@@ -191,6 +195,9 @@ OUTSIDE: dict[str, str] = {
         "vLLM serving an 8B model needs a GPU; arena-agent's side is tested against the scripted server",
     "ollama pull qwen3:8b": "downloads a model from Ollama's registry (no network here)",
     "tensorboard --logdir runs/foraging/tb": "TensorBoard's own viewer; the test checks the event files it reads",
+    "python -m server.app --port 8000 &":
+        "an exported OpenEnv package's own server, run in the folder `arena-serve export` wrote (not this "
+        "checkout's); tests/test_openenv_export.py's package_server runs exactly this in each exported package",
     "openenv push openenv-foraging --repo-id YOUR_NAME/arena-foraging":
         "uploads to a Hugging Face Space: needs an account and the network; the package it pushes is validated",
 }

@@ -406,9 +406,15 @@ def test_evaluation_on_held_out_seeds(runs, tmp_path):
     assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(summary))
     assert [e["seed"] for e in summary["per_episode"]] == [100_000, 100_001, 100_002]
     # sampling is seeded: the same model on the same seeds plays the same episodes, a difference of zero
-    again = llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
+    again = llm_eval.main([str(runs["grpo"]), "--env", "TreasureHunt-v0", "--env-arg", "difficulty=easy",
+                           "--episodes", "3", "--batch", "3", "--max-new-tokens", "8",
                            "--baseline", str(tmp_path / "eval.json"), "--json", str(tmp_path / "again.json")])
-    assert again["per_episode"] == summary["per_episode"]
+    assert again["per_episode"] == summary["per_episode"]  # the same ids sampled again, episode by episode
+    # another sampling seed samples other ids for the same hunts (seeds 100001 and 100002 again)
+    other = llm_eval.main([str(runs["grpo"]), "--episodes", "2", "--seed", "100001", "--batch", "2",
+                           "--max-new-tokens", "8"])
+    sampled = {e["seed"]: e["generated_digest"] for e in summary["per_episode"]}
+    assert [e["generated_digest"] for e in other["per_episode"]] != [sampled[100_001], sampled[100_002]]
     assert again["versus"] == {"baseline": str(runs["grpo"]), "success": [0.0, 0.0, 0.0], "return": [0.0, 0.0, 0.0]}
     with pytest.raises(SystemExit):  # a baseline of other seeds is refused before anything is played
         llm_eval.main([str(runs["grpo"]), "--episodes", "3", "--seed", "5", "--baseline", str(tmp_path / "eval.json")])

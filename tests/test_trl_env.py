@@ -232,9 +232,9 @@ def test_trls_own_trainer_trains_smollm2_through_the_documented_lines(tmp_path, 
 
 
 def test_arena_bench_measures_both_doors_on_the_same_episodes(capsys):
-    from arena_envs.bench import run
+    from arena_envs import bench
 
-    rates = {name: (rate, unit) for name, rate, unit in run(["--only", "doors", "--seconds", "0"])}
+    rates = {name: (rate, unit) for name, rate, unit in bench.run(["--only", "doors", "--seconds", "0"])}
     table = capsys.readouterr().out
     for label in ("Treasure Hunt easy", "Foraging, 20 replies"):
         ours = rates[f"Doors: {label}, 32 scripted episodes: chat sessions (arena-agent, arena-train)"]

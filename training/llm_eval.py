@@ -18,6 +18,7 @@ the two separate ones suggest.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -51,7 +52,10 @@ def outcome(episode: dict[str, Any]) -> dict[str, Any]:
     """What one episode of an evaluation kept: enough to compare two models seed by seed."""
     return {"seed": episode["seed"], "success": episode["success"], "return": episode["env_return"],
             "turns": episode["turns"], "readable": sum(episode["readable"]) / max(len(episode["readable"]), 1),
-            "generated_tokens": sum(len(reply) for reply in episode["generated"])}
+            "generated_tokens": sum(len(reply) for reply in episode["generated"]),
+            # what the model sampled, in 16 hex digits: the same seed must sample it again, another seed not
+            "generated_digest": hashlib.sha256(json.dumps([list(map(int, reply)) for reply in episode["generated"]])
+                                               .encode()).hexdigest()[:16]}
 
 
 def paired_difference(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
