@@ -4,6 +4,7 @@
     arena-eval scripted Foraging-v0 --episodes 200           # the baselines alone
     arena-eval runs/team_capture team_capture_v0 --episodes 64
     arena-eval pretrained Crafting-v0 --episodes 200         # the shipped policy (no torch needed)
+    arena-eval --ladder random scripted pretrained pretrained+scripted --games 200   # ratings of teams
 
 Every agent plays the same K seeded worlds (one episode each, seeds ``--seed`` ...
 ``--seed + K - 1``, held out from training's by default). In team capture every agent
@@ -225,6 +226,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Run ``arena-eval`` with these arguments; mean and std of every column, per agent (per
     matchup, ``"<blue> vs <red>"``, in team capture)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--ladder" in argv:  # a round-robin of teams (training/ladder.py)
+        from arena_envs.training.ladder import ladder
+
+        return ladder([arg for arg in argv if arg != "--ladder"])
     args = parse_args(argv)
     env_id = trainable(args.env).env_id
     is_model = args.model not in BASELINES and not pretrained.is_pretrained(args.model)
