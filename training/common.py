@@ -297,25 +297,6 @@ class ModelAgent:
                              f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
         return cls(model, encoding, deterministic, action_repeat(config))
 
-    @classmethod
-    def load_snapshot(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True) -> ModelAgent:
-        """A league's frozen snapshot (``<run>/league/snapshot_<steps>.pt``, the lean PPO's
-        ``Agent.state_dict``), rebuilt with its run's encoding and network."""
-        import torch
-
-        from arena_envs.training.ppo import Agent
-
-        config = run_config(path)
-        encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
-        kwargs = config.get("policy_kwargs") or {}
-        net = Agent(int(np.prod(encoding.observation_space.shape)), list(encoding.action_space.nvec),
-                    kwargs.get("net_arch", [64, 64]), kwargs.get("activation", "tanh"))
-        try:
-            net.load_state_dict(torch.load(path, weights_only=True))
-        except (RuntimeError, OSError, KeyError) as error:
-            raise UsageError(f"{path} is not a league snapshot of its run's network: {str(error)[:200]}") from None
-        return cls(net, encoding, deterministic, action_repeat(config))
-
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
         rows = merge_agents(obs, agents)
@@ -362,8 +343,8 @@ def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | N
                   ) -> Callable[[Any], Any]:
     """A function of the envs making the agent ``name``: ``random``, ``scripted``, a shipped policy
     (``pretrained``: this scenario's, ``pretrained:<scenario>``, or an exported ``.npz``; see
-    :mod:`arena_envs.pretrained`), a model's path or a league snapshot's (``.pt``). ``deterministic``:
-    the most likely action or a sample; None is each agent's own default (a model's most likely action, a pretrained
+    :mod:`arena_envs.pretrained`) or a model's path. ``deterministic``: the most likely action
+    or a sample; None is each agent's own default (a model's most likely action, a pretrained
     policy's sample, as it was trained and scored). A name that names nothing fails here, before
     any env is made."""
     if name == "random":
@@ -373,8 +354,6 @@ def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | N
     if pretrained.is_pretrained(name):
         policy = pretrained.load(name, env_id)
         return lambda envs: policy.agent(envs, bool(deterministic), seed)
-    if name.endswith(".pt"):  # a league snapshot (training/league.py)
-        return lambda envs: ModelAgent.load_snapshot(name, envs, deterministic is not False)
     return lambda envs: ModelAgent.load(name, envs, deterministic is not False)
 
 

@@ -52,12 +52,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from openskill.models import PlackettLuce
 
 from arena_envs import pretrained
 from arena_envs.cli import UsageError, checked_env_arguments, env_argument
 from arena_envs.sharded import make_native_env as make_native
 from arena_envs.team_capture_params import agent_names
-from arena_envs.training.common import agent_factory, load_config, play
+from arena_envs.training.common import ModelAgent, action_repeat, agent_factory, load_config, play, run_config
+from arena_envs.wrappers.flatten import FlatEncoding
 
 SCENARIO = "team_capture"
 HELD_OUT = 10_000  # the first seed: training worlds never reach it
@@ -94,7 +96,7 @@ class Entrant:
     @classmethod
     def parse(cls, text: str, agents_per_team: int) -> Entrant:
         label, named, spec = text.partition("=")
-        if not named or not label or any(c in label for c in ":/+@"):  # no NAME= before the team
+        if not named or not label or any(c in label for c in ":/@"):  # no LABEL= before the team
             label, spec = text, text
         seats = tuple(seat.strip() for seat in spec.split("+"))
         if len(seats) == 1:
@@ -125,8 +127,10 @@ def check_seat(seat: str) -> None:
 
 
 def seat_factory(seat: str, seed: int) -> Callable[[Any], Any]:
-    """``agent_factory``'s agent for a policy seat (a run directory: its final model), actions sampled
-    as the policies are trained and scored (``docs/results.md``)."""
+    """``agent_factory``'s agent for a policy seat (a run directory: its final model; a ``.pt``: a
+    league snapshot), actions sampled as the policies are trained and scored (``docs/results.md``)."""
+    if seat.endswith(".pt"):
+        return lambda envs: snapshot_agent(seat, envs, deterministic=False)
     path = Path(seat)
     if path.is_dir():
         path = path / "model.zip"
@@ -134,6 +138,25 @@ def seat_factory(seat: str, seed: int) -> Callable[[Any], Any]:
             raise UsageError(f"{seat} is a directory without model.zip: name a run directory of arena-train")
         seat = str(path)
     return agent_factory(seat, SCENARIO, seed, deterministic=False)
+
+
+def snapshot_agent(path: str | Path, envs: Any, deterministic: bool = False) -> ModelAgent:
+    """A league's frozen snapshot (``<run>/league/snapshot_<steps>.pt``: the lean PPO's ``Agent``
+    state_dict, see training/league.py), rebuilt with its run's encoding and network."""
+    import torch
+
+    from arena_envs.training.ppo import Agent
+
+    config = run_config(path)
+    encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
+    kwargs = config.get("policy_kwargs") or {}
+    net = Agent(int(np.prod(encoding.observation_space.shape)), list(encoding.action_space.nvec),
+                kwargs.get("net_arch", [64, 64]), kwargs.get("activation", "tanh"))
+    try:
+        net.load_state_dict(torch.load(path, weights_only=True))
+    except (RuntimeError, OSError, KeyError) as error:
+        raise UsageError(f"{path} is not a league snapshot of its run's network: {str(error)[:200]}") from None
+    return ModelAgent(net, encoding, deterministic, action_repeat(config))
 
 
 def parts(entrant: Entrant) -> dict[str, list[int]]:
@@ -219,7 +242,8 @@ class ChatGames:
         self.requests = 0  # replies asked for
         self.failed = 0  # of them, failed (the server down, a timeout): the seat carried on
 
-    async def client(self, seat: str) -> Any:
+    async def connect(self, seat: str) -> None:
+        """The seat's client, once its server is seen to serve its model."""
         if seat not in self.clients:
             from arena_envs.llm.agents import OpenAIChatAgent
 
@@ -234,7 +258,6 @@ class ChatGames:
                 raise UsageError(f"the server at {llm.base_url} does not serve {llm.model!r}; it serves: "
                                  f"{', '.join(served)}")
             self.clients[seat] = agent
-        return self.clients[seat]
 
     async def game(self, blue: Entrant, red: Entrant, seed: int) -> int:
         """One match on world ``seed``: 1 blue wins, 0 draw, -1 red wins."""
@@ -249,7 +272,7 @@ class ChatGames:
             members = [n for n in names if n.startswith(team + "_")]
             for seat, seats in parts(entrant).items():
                 if seat.startswith(LLM):
-                    chat.update({members[i]: await self.client(seat) for i in seats})
+                    chat.update({members[i]: self.clients[seat] for i in seats})
                 else:
                     agent = seat_factory(seat, agent_seed)(envs)
                     controllers.append(team_controller(team, agent.act, [members[i] for i in seats]))
@@ -298,6 +321,9 @@ class ChatGames:
     async def run(self, pairs: Sequence[tuple[Entrant, Entrant]], games: int, seed: int) -> list[np.ndarray]:
         self.limit = asyncio.Semaphore(self.settings.concurrency)
         try:
+            for seat in dict.fromkeys(seat for pair in pairs for entrant in pair for seat in entrant.seats):
+                if seat.startswith(LLM):
+                    await self.connect(seat)
             return list(await asyncio.gather(*(self.games(a, b, games, seed) for a, b in pairs)))
         finally:
             for client in self.clients.values():
@@ -310,8 +336,6 @@ class ChatGames:
 def ratings(entrants: Sequence[str], results: dict[tuple[int, int], np.ndarray]) -> list[dict[str, Any]]:
     """openskill's Plackett-Luce ratings after every game, rated in a fixed order (game k of every
     pair, then game k + 1), best ordinal first."""
-    from openskill.models import PlackettLuce
-
     model = PlackettLuce()
     rating = [model.rating(name=name) for name in entrants]
     longest = max((len(o) for o in results.values()), default=0)
@@ -358,6 +382,8 @@ def against_scripted(entrants: Sequence[str], results: dict[tuple[int, int], np.
             continue
         as_blue, _ = sides(len(outcomes))
         team, mine = (entrants[i], outcomes[:as_blue]) if j == ref else (entrants[j], -outcomes[as_blue:])
+        if not len(mine):  # one game a pair: the first entrant's blue game only
+            continue
         wins, draws = int((mine == 1).sum()), int((mine == 0).sum())
         low, high = wilson(wins, len(mine))
         rows.append({"team": team, "games": len(mine), "wins": wins, "draws": draws,
@@ -480,19 +506,21 @@ def ladder(argv: list[str] | None = None) -> dict[str, Any]:
     chat_pairs = [(i, j) for i, j in pairs if entrants[i].chats or entrants[j].chats]
     load_before, start = os.getloadavg(), time.perf_counter()
     results: dict[tuple[int, int], np.ndarray] = {}
-    for i, j in pairs:
-        if (i, j) not in chat_pairs:
-            results[i, j] = policy_games(entrants[i], entrants[j], args.games, args.seed, env_kwargs)
     chat = ChatGames(ChatSettings(args.llm_turns, args.llm_wait_ticks, args.llm_format, args.llm_tool_choice,
                                   args.llm_max_tokens, args.llm_temperature, args.llm_no_tools, args.timeout,
                                   args.concurrency), env_kwargs)
+    if chat_pairs:
+        import openai  # noqa: F401  (the 'llm' extra: when it is missing, one line says so before any game)
+    for i, j in pairs:
+        if (i, j) not in chat_pairs:
+            results[i, j] = policy_games(entrants[i], entrants[j], args.games, args.seed, env_kwargs)
     if chat_pairs:
         played = asyncio.run(chat.run([(entrants[i], entrants[j]) for i, j in chat_pairs], llm_games, args.seed))
         results.update(zip(chat_pairs, played, strict=True))
     results = {pair: results[pair] for pair in pairs}  # the fixed order the ratings are updated in
     document = {
         "scenario": SCENARIO, "env_kwargs": env_kwargs, "games": args.games, "llm_games": llm_games,
-        "seeds": [args.seed, args.seed + max(args.games, llm_games if chat_pairs else 0) - 1],
+        "seeds": [args.seed, args.seed + sides(max(args.games, llm_games if chat_pairs else 0))[0] - 1],
         "entrants": {e.name: list(e.seats) for e in entrants},
         "llm_pairs": [[names[i], names[j]] for i, j in chat_pairs],
         "llm": {"turns": args.llm_turns, "wait_ticks": args.llm_wait_ticks, "format": args.llm_format,

@@ -164,18 +164,54 @@ def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, epi
     return path
 
 
+# The ladder's teams (training/ladder.py): the pure teams and the mixed ones, {llm} an LLM seat
+LADDER_TEAMS = ("random", "scripted", "pretrained", "pretrained+scripted",
+                "{label}={llm}", "{label}+pretrained={llm}+pretrained", "{label}+scripted={llm}+scripted")
+
+
+def ladder_results(out: Path, games: int, llm_games: int, short: bool) -> Path:
+    """``arena-eval --ladder`` of :data:`LADDER_TEAMS` into ``<out>/ladder.json`` (and its table and
+    plot): the LLM seats are SmolLM2-135M behind llama.cpp's server (``smollm2-tools``, its calls
+    grammar-constrained), or with ``short`` the scripted model behind the scripted server."""
+    from arena_envs.training.ladder import ladder
+
+    if short:
+        from arena_envs.llm.server import ScriptedModelServer
+
+        server, label, model, flags = ScriptedModelServer(), "scripted-llm", "scripted", []
+    else:
+        from arena_envs.llm.llama_server import LlamaServer
+
+        server, label, model = LlamaServer(threads=2), "smollm2", "smollm2-tools"
+        # one reply per LLM seat a game, then it carries on: a reply took 100 s of a loaded machine (load 10)
+        flags = ["--llm-tool-choice", "auto", "--llm-temperature", "0.7", "--llm-turns", "1"]
+    with server:
+        llm = f"llm:{model}@{server.base_url}"
+        teams = [team.format(label=label, llm=llm) for team in LADDER_TEAMS]
+        ladder([*teams, "--games", str(games), "--llm-games", str(llm_games), "--out", str(out), *flags])
+    return out / "ladder.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arena_envs.training.results", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="docs/results", help="where the JSON goes (default docs/results)")
     parser.add_argument("--runs", default="runs/results", help="where the runs go (default runs/results)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per scenario (default 5)")
     parser.add_argument("--episodes", type=int, default=200, help="held-out episodes per evaluation (default 200)")
-    parser.add_argument("--only", nargs="+", choices=list(METRICS), help="these scenarios only")
+    parser.add_argument("--only", nargs="+", choices=[*METRICS, "ladder"], help="these scenarios (or the ladder) only")
+    parser.add_argument("--ladder-games", type=int, default=200, help="ladder games per pair of policies (default 200)")
+    parser.add_argument("--llm-games", type=int, default=2,
+                        help="ladder games per pair with an LLM seat (default 2: SmolLM2 on 2 CPU cores takes minutes "
+                             "a reply under load)")
     parser.add_argument("--short", action="store_true", help="a few updates per run (CI); its policies stay in --out")
     args = parser.parse_args(argv)
     out, runs = Path(args.out), Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
-    for scenario in args.only or METRICS:
+    for scenario in args.only or [*METRICS, "ladder"]:
+        if scenario == "ladder":
+            games, llm_games = (4, 4) if args.short else (args.ladder_games, args.llm_games)
+            print(f"wrote {ladder_results(out, games, llm_games, args.short)}")
+            continue
         if (runs / scenario).exists():
             raise UsageError(f"{runs / scenario} holds runs already: move it away or choose another --runs")
         print(f"wrote {scenario_results(scenario, list(range(args.seeds)), runs, out, args.episodes, args.short)}")
