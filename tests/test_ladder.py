@@ -58,7 +58,8 @@ def arena_eval_ladder(argv: list[str]) -> dict:
 
 
 def test_policy_teams_play_without_torch(tmp_path):
-    """random and a mixed team of the shipped policy and scripted: no torch imported (it is blocked)."""
+    """The guide's arena-eval --ladder of policy teams, small: random and a mixed team of the shipped policy
+    and scripted, with torch blocked (none imported)."""
     code = BLOCK_TORCH + (f"from arena_envs.cli import arena_eval\n"
                           f"status = arena_eval(['--ladder', 'random', 'pretrained+scripted', "
                           f"'--games', '2', '--out', {str(tmp_path)!r}])\n"

@@ -59,6 +59,7 @@ from arena_envs.cli import UsageError, checked_env_arguments, env_argument
 from arena_envs.sharded import make_native_env as make_native
 from arena_envs.team_capture_params import agent_names
 from arena_envs.training.common import ModelAgent, action_repeat, agent_factory, load_config, play, run_config
+from arena_envs.training.render_results import ladder_plot, ladder_tables
 from arena_envs.wrappers.flatten import FlatEncoding
 
 SCENARIO = "team_capture"
@@ -391,70 +392,6 @@ def against_scripted(entrants: Sequence[str], results: dict[tuple[int, int], np.
     return sorted(rows, key=lambda row: entrants.index(row["team"]))
 
 
-def markdown(document: dict[str, Any]) -> str:
-    """The ladder's tables: ratings, the win/draw/loss matrix, the win rates against the scripted team."""
-    names = [row["entrant"] for row in document["ratings"]]
-    lines = ["| rank | team | ordinal | mu | sigma | games |", "|---|---|---|---|---|---|"]
-    for rank, row in enumerate(document["ratings"], 1):
-        games = sum(sum(cell) for cell in document["matrix"][row["entrant"]].values())
-        lines.append(f"| {rank} | `{row['entrant']}` | {row['ordinal']:.2f} | {row['mu']:.2f} | "
-                     f"{row['sigma']:.2f} | {games} |")
-    lines += ["", "Wins/draws/losses of the row's team against the column's:", "",
-              "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
-    for a in names:
-        cells = ["-" if a == b else "/".join(map(str, document["matrix"][a][b])) if b in document["matrix"][a]
-                 else "" for b in names]
-        lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
-    if document["against_scripted"]:
-        lines += ["", "As blue against the scripted team (red), 95% Wilson intervals:", "",
-                  "| blue team | games | wins | draws | win rate | 95% interval |", "|---|---|---|---|---|---|"]
-        for row in document["against_scripted"]:
-            low, high = row["interval"]
-            lines.append(f"| `{row['team']}` | {row['games']} | {row['wins']} | {row['draws']} | "
-                         f"{100 * row['win_rate']:.1f}% | [{100 * low:.1f}%, {100 * high:.1f}%] |")
-    return "\n".join(lines)
-
-
-def plot(document: dict[str, Any], path: Path) -> Path:
-    """Two panels: each team's mu with +-3 sigma (its ordinal the lower end), and the row team's
-    win rate against the column team's (a draw counts half)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = document["ratings"]
-    names = [row["entrant"] for row in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.5 * len(names) + 3),
-                                      gridspec_kw={"width_ratios": [1, 1.2]})
-    y = np.arange(len(names))[::-1]
-    mu, sigma = np.array([r["mu"] for r in rows]), np.array([r["sigma"] for r in rows])
-    left.errorbar(mu, y, xerr=3 * sigma, fmt="o", capsize=4)
-    left.set_yticks(y, names)
-    left.set_xlabel("openskill mu (bars: +-3 sigma; the left end is the ordinal)")
-    left.grid(alpha=0.3)
-    score = np.full((len(names), len(names)), np.nan)
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            if b in document["matrix"][a]:
-                wins, draws, losses = document["matrix"][a][b]
-                score[i, j] = (wins + 0.5 * draws) / max(wins + draws + losses, 1)
-    image = right.imshow(score, vmin=0, vmax=1, cmap="RdBu")
-    right.set_xticks(range(len(names)), names, rotation=45, ha="right")
-    right.set_yticks(range(len(names)), names)
-    for i in range(len(names)):
-        for j in range(len(names)):
-            if not np.isnan(score[i, j]):
-                right.text(j, i, f"{score[i, j]:.2f}", ha="center", va="center", fontsize=8)
-    fig.colorbar(image, ax=right, label="row's score against column (win 1, draw 0.5)")
-    fig.suptitle(f"Team Capture ladder: {document['games']} games a pair"
-                 + (f", {document['llm_games']} with an LLM seat" if document["llm_pairs"] else ""))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
 # -- the command -----------------------------------------------------------------------------------
 
 
@@ -535,10 +472,10 @@ def ladder(argv: list[str] | None = None) -> dict[str, Any]:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(document)
+    table = "\n".join(ladder_tables(document))
     (out / "ladder.json").write_text(json.dumps(document, indent=1))
     (out / "ladder.md").write_text(table + "\n")
-    written = [out / "ladder.json", out / "ladder.md", plot(document, out / "ladder.png")]
+    written = [out / "ladder.json", out / "ladder.md", ladder_plot(document, out / "ladder.png")]
     print(table, flush=True)
     print("wrote " + ", ".join(str(p) for p in written))
     return document

@@ -14,7 +14,12 @@ of the page is left alone) with:
 - ``performance_profile.png``: per scenario, the share of runs whose normalised score (the
   metric over its solved level: 1 is solved) exceeds each value, with bootstrap bands;
 - ``learning_curves.png``: the metric over training steps, the IQM across seeds with its 95%
-  interval band, the solved level dashed.
+  interval band, the solved level dashed;
+
+and, from ``ladder.json`` (``arena-eval --ladder``, :mod:`arena_envs.training.ladder`), the part
+between :data:`LADDER_BEGIN` and :data:`LADDER_END`: the ratings, the win/draw/loss matrix, the
+win rates of the pure and mixed teams as blue against the scripted team with 95% Wilson
+intervals, and ``ladder.png``.
 
 It imports only numpy, matplotlib and rliable, so that it runs in the small venv of its own
 that ``make results`` makes (``.venv-stats``): rliable 1.2 needs ``arch<8``, and arch 7 does
@@ -34,6 +39,8 @@ import numpy as np
 
 BEGIN = "<!-- results:begin (rendered by training/render_results.py from docs/results/*.json; do not edit) -->"
 END = "<!-- results:end -->"
+LADDER_BEGIN = "<!-- ladder:begin (rendered by training/render_results.py from results/ladder.json; do not edit) -->"
+LADDER_END = "<!-- ladder:end -->"
 ORDER = ("foraging", "crafting", "team_capture")
 REPS = 2000  # bootstrap resamples (rliable's examples use 2000 for intervals)
 # rliable 1.2 hands arch a RandomState, which arch 7 still takes with a FutureWarning per interval
@@ -153,18 +160,133 @@ def learning_curves(documents: list[dict[str, Any]], path: Path, points: int = 2
     return path
 
 
+# -- the ladder (training/ladder.py writes ladder.json; arena-eval --ladder draws these too) ------------
+
+
+def ladder_tables(document: dict[str, Any]) -> list[str]:
+    """The ladder's tables: ratings, the win/draw/loss matrix, the win rates against the scripted team."""
+    names = [row["entrant"] for row in document["ratings"]]
+    lines = ["| rank | team | ordinal | mu | sigma | games |", "|---|---|---|---|---|---|"]
+    for rank, row in enumerate(document["ratings"], 1):
+        games = sum(sum(cell) for cell in document["matrix"][row["entrant"]].values())
+        lines.append(f"| {rank} | `{row['entrant']}` | {row['ordinal']:.2f} | {row['mu']:.2f} | "
+                     f"{row['sigma']:.2f} | {games} |")
+    lines += ["", "Wins/draws/losses of the row's team against the column's:", "",
+              "| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    for a in names:
+        cells = ["-" if a == b else "/".join(map(str, document["matrix"][a][b])) if b in document["matrix"][a]
+                 else "" for b in names]
+        lines.append(f"| `{a}` | " + " | ".join(cells) + " |")
+    if document["against_scripted"]:
+        lines += ["", "As blue against the scripted team (red), 95% Wilson intervals:", "",
+                  "| blue team | games | wins | draws | win rate | 95% interval |", "|---|---|---|---|---|---|"]
+        for row in document["against_scripted"]:
+            low, high = row["interval"]
+            lines.append(f"| `{row['team']}` | {row['games']} | {row['wins']} | {row['draws']} | "
+                         f"{100 * row['win_rate']:.1f}% | [{100 * low:.1f}%, {100 * high:.1f}%] |")
+    return lines
+
+
+def ladder_plot(document: dict[str, Any], path: Path) -> Path:
+    """Two panels: each team's mu with +-3 sigma (its ordinal the lower end), and the row team's
+    win rate against the column team's (a draw counts half)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = document["ratings"]
+    names = [row["entrant"] for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.5 * len(names) + 3),
+                                      gridspec_kw={"width_ratios": [1, 1.2]})
+    y = np.arange(len(names))[::-1]
+    mu, sigma = np.array([r["mu"] for r in rows]), np.array([r["sigma"] for r in rows])
+    left.errorbar(mu, y, xerr=3 * sigma, fmt="o", capsize=4)
+    left.set_yticks(y, names)
+    left.set_xlabel("openskill mu (bars: +-3 sigma; the left end is the ordinal)")
+    left.grid(alpha=0.3)
+    score = np.full((len(names), len(names)), np.nan)
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if b in document["matrix"][a]:
+                wins, draws, losses = document["matrix"][a][b]
+                score[i, j] = (wins + 0.5 * draws) / max(wins + draws + losses, 1)
+    image = right.imshow(score, vmin=0, vmax=1, cmap="RdBu")
+    right.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    right.set_yticks(range(len(names)), names)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            if not np.isnan(score[i, j]):
+                right.text(j, i, f"{score[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    fig.colorbar(image, ax=right, label="row's score against column (win 1, draw 0.5)")
+    fig.suptitle(f"Team Capture ladder: {document['games']} games a pair"
+                 + (f", {document['llm_games']} with an LLM seat" if document["llm_pairs"] else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def render(folder: Path, page: Path, figures: Path | None = None) -> str:
-    """Write the plots and replace the generated part of ``page``; returns that part."""
+    """Write the plots and replace the generated parts of ``page`` (the scenarios', the ladder's);
+    returns them."""
     files = [folder / f"{name}.json" for name in ORDER]
     documents = [json.loads(file.read_text()) for file in files if file.exists()]
-    if not documents:
+    ladder = json.loads((folder / "ladder.json").read_text()) if (folder / "ladder.json").exists() else None
+    if not documents and ladder is None:
         raise SystemExit(f"render_results: no results JSON in {folder} (make results writes it)")
     figures = figures or folder
     figures.mkdir(parents=True, exist_ok=True)
+    text = page.read_text() if page.exists() else ""
+    parts = []
+    if documents:
+        parts.append(scenario_section(documents, files, figures, page))
+        text = replaced(text, BEGIN, END, parts[-1])
+    if ladder is not None:
+        parts.append(ladder_section(ladder, ladder_plot(ladder, figures / "ladder.png"), page))
+        text = replaced(text, LADDER_BEGIN, LADDER_END, parts[-1])
+    page.write_text(text)
+    return "\n".join(parts)
+
+
+def replaced(text: str, begin: str, end: str, generated: str) -> str:
+    """``text`` with the part from ``begin`` to ``end`` replaced by ``generated`` (appended when absent)."""
+    if begin in text and end in text:
+        return text[:text.index(begin)] + generated + text[text.index(end) + len(end):]
+    return text.rstrip("\n") + "\n\n" + generated + "\n" if text else generated + "\n"
+
+
+def relative_to_page(path: Path, page: Path) -> Path:
+    path, folder = path.resolve(), page.parent.resolve()
+    return path.relative_to(folder) if path.is_relative_to(folder) else path
+
+
+def ladder_section(ladder: dict[str, Any], plot: Path, page: Path) -> str:
+    llm = ladder["llm"]
+    chat = (f" A game with an LLM seat goes through the chat path (`TeamChat`): {ladder['llm_games']} games a pair "
+            f"(half on each side), each LLM seat giving {llm['turns']} repl{'y' if llm['turns'] == 1 else 'ies'} a "
+            f"game ({llm['format']} calls, at most {llm['max_tokens']} tokens, up to {llm['wait_ticks']} ticks walked "
+            f"after each), then carrying on with its last action to the end; {llm['requests']} model requests, "
+            f"{llm['failed_requests']} failed." if llm else "")
+    seats = "; ".join(f"`{name}` = {' + '.join(f'`{s}`' for s in team)}" for name, team in ladder["entrants"].items()
+                      if len(set(team)) > 1 or name != team[0])
+    lines = [LADDER_BEGIN, "",
+             f"Team Capture ({', '.join(f'{k}={v}' for k, v in ladder['env_kwargs'].items())}), every pair of teams "
+             f"{ladder['games']} games on held-out worlds (seeds {ladder['seeds'][0]}-{ladder['seeds'][1]}), half with "
+             f"each team as blue.{chat} Ratings: openskill's Plackett-Luce, ordinal = mu - 3 sigma. "
+             f"Written {ladder['created']} in {ladder['wall_seconds']:.0f} s (load {ladder['load']['before'][0]} "
+             f"before, {ladder['load']['after'][0]} after).", "",
+             *([f"Teams by seat (agent 1 + agent 2): {seats}.", ""] if seats else []),
+             *ladder_tables(ladder), "",
+             f"![The ladder: each team's openskill rating, and each team's score against each other]"
+             f"({relative_to_page(plot, page)})", "", LADDER_END]
+    return "\n".join(lines)
+
+
+def scenario_section(documents: list[dict[str, Any]], files: list[Path], figures: Path, page: Path) -> str:
     profile = performance_profile(documents, figures / "performance_profile.png")
     curves = learning_curves(documents, figures / "learning_curves.png")
-    relative = [Path(p).resolve().relative_to(page.parent.resolve()) if p.resolve().is_relative_to(
-        page.parent.resolve()) else p.resolve() for p in (profile, curves)]
+    relative = [relative_to_page(p, page) for p in (profile, curves)]
     short = any(d["short"] for d in documents)
     missing = [name for name, file in zip(ORDER, files, strict=True) if not file.exists()]
     seeds = sorted({len(d["runs"]) for d in documents})
@@ -186,14 +308,7 @@ def render(folder: Path, page: Path, figures: Path | None = None) -> str:
                f"exceeds tau]({relative[0]})", "",
                f"![Learning curves: each scenario's metric over training, IQM across seeds with a 95% interval band]"
                f"({relative[1]})", "", END]
-    text = page.read_text() if page.exists() else ""
-    generated = "\n".join(section)
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + generated + text[text.index(END) + len(END):]
-    else:
-        text = generated + "\n" + text
-    page.write_text(text)
-    return generated
+    return "\n".join(section)
 
 
 def main(argv: list[str] | None = None) -> int:
