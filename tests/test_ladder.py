@@ -20,7 +20,15 @@ from arena_envs.cli import arena_eval
 from arena_envs.llm.server import ScriptedModelServer
 from arena_envs.sharded import make_native_env
 from arena_envs.training.common import agent_factory
-from arena_envs.training.ladder import Entrant, against_scripted, policy_games, ratings, snapshot_agent, wilson
+from arena_envs.training.ladder import (
+    Entrant,
+    TeamAgent,
+    against_scripted,
+    policy_games,
+    ratings,
+    snapshot_agent,
+    wilson,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,6 +52,9 @@ def test_the_short_ladder_rates_policies_and_a_scripted_llm_seat(tmp_path):
     assert sum(sum(cell) for row in matrix.values() for cell in row.values()) == 2 * 4 * 6
     assert sorted(map(sorted, document["llm_pairs"])) == sorted(sorted(["llm", n]) for n in names[:3])
     assert document["llm"]["requests"] >= 4 * 3 * 2 and document["llm"]["failed_requests"] == 0
+    # each game played to the world's end, long after the LLM's 4 replies (at most 4 x (8 calls + 20 ticks))
+    assert document["llm"]["mean_ticks"] > 200
+    assert matrix["scripted"]["random"] == [4, 0, 0]  # on either side (100 of 100 measured)
     as_blue = {row["team"]: row for row in document["against_scripted"]}
     assert set(as_blue) == {"random", "pretrained", "llm"} and all(row["games"] == 2 for row in as_blue.values())
     written = json.loads((tmp_path / "ladder.json").read_text())
@@ -154,6 +165,20 @@ def test_games_are_reproducible_and_swap_sides():
     mirror = policy_games(Entrant.parse("scripted", 2), Entrant.parse("x=scripted", 2), 4, 10_000,
                           {"agents_per_team": 2})
     assert (mirror[:2] == -mirror[2:]).all()  # the same world, sides swapped: the other side's result
+
+
+def test_a_mixed_team_takes_each_seat_from_its_agent():
+    """random+scripted: seat 1 acts as the random agent would, seat 2 as the scripted team's second agent."""
+    envs = make_native_env("team_capture", 16, agents_per_team=2)
+    obs, _ = envs.reset(seed=5)
+    blue = {k: v[:, :2] for k, v in obs.items()}
+    mixed = TeamAgent(Entrant.parse("random+scripted", 2), envs, seed=7).act(blue)
+    alone = {name: agent_factory(name, "team_capture", 7)(envs).act(blue) for name in ("random", "scripted")}
+    for key in ("tool", "move_to"):
+        np.testing.assert_array_equal(np.asarray(mixed[key])[:, 0], np.asarray(alone["random"][key])[:, 0])
+        np.testing.assert_array_equal(np.asarray(mixed[key])[:, 1], np.asarray(alone["scripted"][key])[:, 1])
+    assert not np.array_equal(np.asarray(alone["random"]["move_to"]), np.asarray(alone["scripted"]["move_to"]))
+    envs.close()
 
 
 def test_ratings_follow_the_results():

@@ -71,6 +71,51 @@ def test_the_page_is_rendered_from_the_json_and_only_between_its_markers(tmp_pat
     assert again.returncode == 0 and page.read_text() == text
 
 
+def made_up_ladder() -> dict:
+    """A ladder.json as training/ladder.py writes it: a, b and scripted, 4 games a pair."""
+    return {"scenario": "team_capture", "env_kwargs": {"agents_per_team": 2}, "games": 4, "llm_games": 2,
+            "seeds": [10000, 10001], "entrants": {"a": ["a", "a"], "a+scripted": ["a", "scripted"],
+                                                  "scripted": ["scripted", "scripted"]},
+            "llm_pairs": [["a", "scripted"]],
+            "llm": {"turns": 1, "wait_ticks": 20, "format": "openai", "tool_choice": "auto", "max_tokens": 64,
+                    "temperature": 0.7, "requests": 4, "failed_requests": 0},
+            "ratings": [{"entrant": "scripted", "ordinal": 20.5, "mu": 40.0, "sigma": 6.5},
+                        {"entrant": "a+scripted", "ordinal": 1.0, "mu": 20.0, "sigma": 6.33},
+                        {"entrant": "a", "ordinal": -10.0, "mu": 9.0, "sigma": 6.33}],
+            "matrix": {"a": {"a+scripted": [0, 1, 3], "scripted": [0, 0, 2]},
+                       "a+scripted": {"a": [3, 1, 0], "scripted": [1, 1, 2]},
+                       "scripted": {"a": [2, 0, 0], "a+scripted": [2, 1, 1]}},
+            "against_scripted": [{"team": "a", "games": 1, "wins": 0, "draws": 0, "win_rate": 0.0,
+                                  "interval": [0.0, 0.7935]},
+                                 {"team": "a+scripted", "games": 2, "wins": 1, "draws": 1, "win_rate": 0.5,
+                                  "interval": [0.0945, 0.9055]}],
+            "wall_seconds": 12.0, "load": {"before": [1.0, 1.0, 1.0], "after": [2.0, 1.0, 1.0]},
+            "created": "2026-11-27T11:00:00+00:00"}
+
+
+def test_the_ladder_is_rendered_between_its_own_markers(tmp_path):
+    """ladder.json alone: its part of the page is rendered (the scenarios' part left as it is), twice alike."""
+    from arena_envs.training import render_results
+
+    (tmp_path / "ladder.json").write_text(json.dumps(made_up_ladder()))
+    page = tmp_path / "results.md"
+    page.write_text(f"# Results\n\n{results_markers()}\n\n{render_results.LADDER_BEGIN}\nold\n"
+                    f"{render_results.LADDER_END}\n\nkept below\n")
+    done = render(tmp_path, page)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = page.read_text()
+    assert results_markers() in text and text.endswith("\n\nkept below\n") and "\nold\n" not in text
+    lines = text.splitlines()
+    assert lines.index("| 1 | `scripted` | 20.50 | 40.00 | 6.50 | 6 |") < lines.index(
+        "| 3 | `a` | -10.00 | 9.00 | 6.33 | 6 |")  # games: the row's matrix cells added up
+    assert "| `a+scripted` | 3/1/0 | - | 1/1/2 |" in lines or "| `a+scripted` | 1/1/2 | - | 3/1/0 |" in lines
+    assert "| `a+scripted` | 2 | 1 | 1 | 50.0% | [9.4%, 90.5%] |" in lines
+    assert "`a+scripted` = `a` + `scripted`" in text and "4 model requests, 0 failed" in text
+    assert (tmp_path / "ladder.png").stat().st_size > 10_000
+    again = render(tmp_path, page)
+    assert again.returncode == 0 and page.read_text() == text
+
+
 def results_markers() -> str:
     from arena_envs.training import render_results
 
@@ -105,6 +150,10 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
         assert policy.metadata["run"]["directory"] == document["pretrained"]["run"]
         opponent = agent_factory("scripted", scenario) if scenario == "team_capture" else None
         play(agent_factory(str(shipped), scenario), scenario, 2, 10_000, policy.env_kwargs, opponent)
+    ladder = json.loads((out / "ladder.json").read_text())  # the ladder, its LLM the scripted server's
+    assert list(ladder["entrants"]) == ["scripted-llm", "scripted-llm+pretrained", "scripted-llm+scripted", "scripted",
+                                        "pretrained", "pretrained+scripted", "random"]
+    assert ladder["games"] == 4 and ladder["llm"]["requests"] > 0 and ladder["llm"]["failed_requests"] == 0
     page = tmp_path / "results.md"
     done = render(out, page)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -112,6 +161,7 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
     assert "A short run (CI)" in text
     for env_id in ("Foraging-v0", "Crafting-v0", "TeamCapture-v0"):
         assert re.search(rf"^\| {env_id} \| .* \| 2 \|", text, re.M), env_id
+    assert re.search(r"^\| `scripted-llm\+pretrained` \| 2 \| ", text, re.M)  # as blue against scripted
 
 
 def test_the_shipped_page_holds_the_rendered_part():
@@ -120,6 +170,10 @@ def test_the_shipped_page_holds_the_rendered_part():
 
     text = (ROOT / "docs" / "results.md").read_text()
     assert text.count(render_results.BEGIN) == 1 and text.count(render_results.END) == 1
+    assert text.count(render_results.LADDER_BEGIN) == 1 and text.count(render_results.LADDER_END) == 1
+    ladder = json.loads((ROOT / "docs" / "results" / "ladder.json").read_text())
+    for row in ladder["ratings"]:  # the page shows the shipped JSON's ratings
+        assert f"| `{row['entrant']}` | {row['ordinal']:.2f} | {row['mu']:.2f} |" in text
     generated = text[text.index(render_results.BEGIN):text.index(render_results.END)]
     for scenario in re.findall(r"`pretrained:(\w+)`", generated):
         document = json.loads((ROOT / "docs" / "results" / f"{scenario}.json").read_text())

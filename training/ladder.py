@@ -242,6 +242,7 @@ class ChatGames:
         self.limit: asyncio.Semaphore | None = None
         self.requests = 0  # replies asked for
         self.failed = 0  # of them, failed (the server down, a timeout): the seat carried on
+        self.ticks: list[int] = []  # each game's length
 
     async def connect(self, seat: str) -> None:
         """The seat's client, once its server is seen to serve its model."""
@@ -307,9 +308,11 @@ class ChatGames:
             if not answered:
                 break
             await match.astep(answered)
-        first = next(iter(chat))
+        first, ticks = next(iter(chat)), max(session.ticks for session in match.sessions.values())
         while match.world.env.agents:  # the world's end, the chat seats carrying on
             await match.world.call(first, None)
+            ticks += 1
+        self.ticks.append(ticks)
 
     async def games(self, a: Entrant, b: Entrant, games: int, seed: int) -> np.ndarray:
         """As :func:`policy_games`, through chat: outcomes from ``a``'s side, ``--concurrency`` at once."""
@@ -463,7 +466,7 @@ def ladder(argv: list[str] | None = None) -> dict[str, Any]:
         "llm": {"turns": args.llm_turns, "wait_ticks": args.llm_wait_ticks, "format": args.llm_format,
                 "tool_choice": args.llm_tool_choice, "max_tokens": args.llm_max_tokens,
                 "temperature": args.llm_temperature, "requests": chat.requests,
-                "failed_requests": chat.failed} if chat_pairs else None,
+                "failed_requests": chat.failed, "mean_ticks": float(np.mean(chat.ticks))} if chat_pairs else None,
         "ratings": ratings(names, results), "matrix": matrix(names, results),
         "against_scripted": against_scripted(names, results),
         "wall_seconds": round(time.perf_counter() - start, 1),

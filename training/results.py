@@ -164,9 +164,11 @@ def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, epi
     return path
 
 
-# The ladder's teams (training/ladder.py): the pure teams and the mixed ones, {llm} an LLM seat
-LADDER_TEAMS = ("random", "scripted", "pretrained", "pretrained+scripted",
-                "{label}={llm}", "{label}+pretrained={llm}+pretrained", "{label}+scripted={llm}+scripted")
+# The ladder's teams (training/ladder.py): the pure teams and the mixed ones, {llm} an LLM seat. The LLM
+# teams come first: with one game a pair (--llm-games 1) the first team of a pair plays blue, so each LLM
+# team plays the scripted team as blue.
+LADDER_TEAMS = ("{label}={llm}", "{label}+pretrained={llm}+pretrained", "{label}+scripted={llm}+scripted",
+                "scripted", "pretrained", "pretrained+scripted", "random")
 
 
 def ladder_results(out: Path, games: int, llm_games: int, short: bool) -> Path:
@@ -200,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=200, help="held-out episodes per evaluation (default 200)")
     parser.add_argument("--only", nargs="+", choices=[*METRICS, "ladder"], help="these scenarios (or the ladder) only")
     parser.add_argument("--ladder-games", type=int, default=200, help="ladder games per pair of policies (default 200)")
-    parser.add_argument("--llm-games", type=int, default=2,
-                        help="ladder games per pair with an LLM seat (default 2: SmolLM2 on 2 CPU cores takes minutes "
-                             "a reply under load)")
+    parser.add_argument("--llm-games", type=int, default=1,
+                        help="ladder games per pair with an LLM seat (default 1, 24 replies in all: SmolLM2 on 2 CPU "
+                             "cores took ~100 s a reply under load)")
     parser.add_argument("--short", action="store_true", help="a few updates per run (CI); its policies stay in --out")
     args = parser.parse_args(argv)
     out, runs = Path(args.out), Path(args.runs)
