@@ -202,7 +202,9 @@ def _jsonable(actions: dict[str, Any], i: int) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="arena-eval", description=__doc__.split("\n\n")[0],
+                                     epilog="arena-eval --ladder TEAM TEAM ...: a rated round-robin of Team Capture "
+                                            "teams, pure or mixed (arena-eval --ladder --help)")
     parser.add_argument("model", metavar="MODEL_OR_BASELINE",
                         help="a model (.zip or run directory from arena-train), a shipped policy (pretrained, "
                              "pretrained:<scenario>, an exported .npz) or a baseline: random, scripted")

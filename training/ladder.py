@@ -56,6 +56,7 @@ from openskill.models import PlackettLuce
 
 from arena_envs import pretrained
 from arena_envs.cli import UsageError, checked_env_arguments, env_argument
+from arena_envs.llm.formats import FORMATS
 from arena_envs.sharded import make_native_env as make_native
 from arena_envs.team_capture_params import agent_names
 from arena_envs.training.common import ModelAgent, action_repeat, agent_factory, load_config, play, run_config
@@ -416,7 +417,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--llm-turns", type=int, default=4, help="replies an LLM seat gives per game (default 4)")
     parser.add_argument("--llm-wait-ticks", type=int, default=20,
                         help="ticks an LLM seat walks on after a reply before it is asked again (default 20)")
-    parser.add_argument("--llm-format", default="openai", help="the call syntax taught to LLM seats (default openai)")
+    parser.add_argument("--llm-format", choices=FORMATS, default="openai",
+                        help="the call syntax taught to LLM seats (default openai)")
     parser.add_argument("--llm-tool-choice", default=None, help="tool_choice sent (auto: llama.cpp's smollm2-tools)")
     parser.add_argument("--llm-no-tools", action="store_true", help="tools in the prompt, not sent as tools=")
     parser.add_argument("--llm-max-tokens", type=int, default=64, help="tokens per reply (default 64)")

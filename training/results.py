@@ -173,8 +173,8 @@ LADDER_TEAMS = ("{label}={llm}", "{label}+pretrained={llm}+pretrained", "{label}
 
 def ladder_results(out: Path, games: int, llm_games: int, short: bool) -> Path:
     """``arena-eval --ladder`` of :data:`LADDER_TEAMS` into ``<out>/ladder.json`` (and its table and
-    plot): the LLM seats are SmolLM2-135M behind llama.cpp's server (``smollm2-tools``, its calls
-    grammar-constrained), or with ``short`` the scripted model behind the scripted server."""
+    plot): the LLM seats are SmolLM2-135M behind llama.cpp's server (``smollm2``, hermes calls in text),
+    or with ``short`` the scripted model behind the scripted server."""
     from arena_envs.training.ladder import ladder
 
     if short:
@@ -184,9 +184,12 @@ def ladder_results(out: Path, games: int, llm_games: int, short: bool) -> Path:
     else:
         from arena_envs.llm.llama_server import LlamaServer
 
-        server, label, model = LlamaServer(threads=2), "smollm2", "smollm2-tools"
-        # one reply per LLM seat a game, then it carries on: a reply took 100 s of a loaded machine (load 10)
-        flags = ["--llm-tool-choice", "auto", "--llm-temperature", "0.7", "--llm-turns", "1"]
+        # hermes calls in text (tools in the prompt), at most 32 tokens: the grammar-constrained smollm2-tools
+        # held llama.cpp's one slot for over 15 minutes on one reply (its call's arguments ignore max_tokens)
+        server, label, model = LlamaServer(threads=2), "smollm2", "smollm2"
+        # one reply per LLM seat a game, then it carries on: a reply took ~100 s of a loaded machine (load 10)
+        flags = ["--llm-format", "hermes", "--llm-no-tools", "--llm-max-tokens", "32", "--llm-temperature", "0.7",
+                 "--llm-turns", "1", "--timeout", "240"]
     with server:
         llm = f"llm:{model}@{server.base_url}"
         teams = [team.format(label=label, llm=llm) for team in LADDER_TEAMS]
