@@ -263,8 +263,10 @@ def relative_to_page(path: Path, page: Path) -> Path:
 
 def ladder_section(ladder: dict[str, Any], plot: Path, page: Path) -> str:
     llm = ladder["llm"]
-    chat = (f" A game with an LLM seat goes through the chat path (`TeamChat`): {ladder['llm_games']} games a pair "
-            f"(half on each side), each LLM seat giving {llm['turns']} repl{'y' if llm['turns'] == 1 else 'ies'} a "
+    games = ladder["llm_games"]
+    chat = (f" A game with an LLM seat goes through the chat path (`TeamChat`): {games} game{'s' * (games != 1)} a pair"
+            f"{' (half on each side)' if games > 1 else ' (the first team of the pair as blue)'}"
+            f", each LLM seat giving {llm['turns']} repl{'y' if llm['turns'] == 1 else 'ies'} a "
             f"game ({llm['format']} calls, at most {llm['max_tokens']} tokens, up to {llm['wait_ticks']} ticks walked "
             f"after each), then carrying on with its last action to the end; {llm['requests']} model requests, "
             f"{llm['failed_requests']} failed." if llm else "")
