@@ -56,7 +56,9 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     ``app.state.hub`` and ``app.state.guard`` hold the sessions and the guard's live state.
     """
     limits = limits or Limits()
-    hub = make_hub(scenario, max_sessions, limits.max_http_sessions, **env_kwargs)
+    # worlds of their own for sessions made over OpenEnv's /mcp and for MCP sessions at /mcp/http,
+    # max_http_sessions each, so that neither takes the worlds WebSocket clients need
+    hub = make_hub(scenario, max_sessions, 2 * limits.max_http_sessions, **env_kwargs)
     # OpenEnv's own reaper stays off (session_timeout None): it would free a WebSocket session's
     # world under its open socket. The guard reaps (and closes the socket), see guard.py.
     # OpenEnv counts WebSocket and HTTP-made sessions together: the guard keeps each kind to
