@@ -137,7 +137,8 @@ def test_bad_input_is_a_json_rpc_error_and_costs_nothing(servers):
             answer = json.loads((await mcp.read_resource("arena://answer"))[0].text)
             assert answer["observation"]["tick"] == 0  # none of it cost a tick
             bad = await mcp.call_tool("collect", {"target_name": "Nothing7"}, raise_on_error=False)
-            assert bad.is_error and bad.structured_content["observation"]["last_action_result"]["error_code"] == "NOT_FOUND"
+            failed = bad.structured_content["observation"]["last_action_result"]  # the game's own error: a tick
+            assert bad.is_error and failed["error_code"] == "NOT_FOUND"
             assert (await mcp.call_tool("idle", {})).data["observation"]["tick"] == 2  # the session goes on
         for query in ({"seed": "x"}, {"seed": "-1"}, {"arrays": "maybe"}):
             async with client(url, **query) as mcp:
