@@ -10,6 +10,7 @@ vector env as a reference for the speed of this machine.
 
     arena-bench                      # the full table
     arena-bench --seconds 0.5 --json results.json
+    arena-bench --only serve --against HEAD~1    # this checkout against a commit, in the same run
 """
 
 from __future__ import annotations
@@ -530,16 +531,59 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
                         help=f"sections to run (default all): {', '.join(SECTIONS)}; a scenario's section also "
                              "by any spelling of its name (Foraging-v0, team_capture_v0 ...)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--against", metavar="REV",
+                        help="also measure the sections on a git worktree of REV (a commit, HEAD~1...) in the same "
+                             "run, in turns with this checkout, and give each row's ratio to REV's")
     args = parser.parse_args(argv)
-    rows: list[tuple[str, float, str]] = []
-    for name in dict.fromkeys(section(name) for name in args.only or SECTIONS):  # each section once
-        rows += SECTIONS[name](args.seconds)
-    print(format_table(rows), flush=True)
+    sections = list(dict.fromkeys(section(name) for name in args.only or SECTIONS))  # each section once
+    if args.against:
+        rows, ratios = against(args.against, sections, args.seconds)
+        print(format_table(rows) + "\n\n" + "\n".join(ratios), flush=True)
+    else:
+        rows = [row for name in sections for row in SECTIONS[name](args.seconds)]
+        print(format_table(rows), flush=True)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # the docs' runs/bench.json, on a fresh checkout
         with open(args.json, "w") as fh:
             json.dump([{"row": n, "rate": r, "unit": u} for n, r, u in rows], fh, indent=2)
     return rows
+
+
+def against(rev: str, sections: list[str], seconds: float,
+            rounds: int = 2) -> tuple[list[tuple[str, float, str]], list[str]]:
+    """``sections`` measured on this checkout and on a ``git worktree`` of ``rev``, each in a process of its
+    own, taking turns ``rounds`` times (so that the machine's drifting load favours neither): each row's
+    median over the rounds, this checkout's as ``ROW`` and ``rev``'s as ``ROW @rev``, and their ratios."""
+    import os
+    import statistics
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+        base = Path(tmp) / "base"
+        made = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(base), rev],
+                              capture_output=True, text=True)
+        if made.returncode:
+            raise SystemExit(f"arena-bench: --against {rev}: {made.stderr.strip()}")
+        measured: dict[str, list[tuple[str, float, str]]] = {}
+        try:
+            for _ in range(rounds):
+                for label, tree in (("", root), (f" @{rev}", base)):
+                    out = Path(tmp) / "rows.json"
+                    subprocess.run([sys.executable, "-m", "arena_envs.bench", "--only", *sections, "--seconds",
+                                    str(seconds), "--json", str(out)], env={**os.environ, "PYTHONPATH": str(tree)},
+                                   check=True, stdout=subprocess.DEVNULL)
+                    for row in json.loads(out.read_text()):
+                        measured.setdefault(row["row"] + label, []).append((row["row"] + label, row["rate"],
+                                                                            row["unit"]))
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(base)], capture_output=True)
+    rows = [(name, statistics.median(rate for _, rate, _ in runs), runs[0][2]) for name, runs in measured.items()]
+    rates = {name: rate for name, rate, _ in rows}
+    ratios = [f"{name} / {name} @{rev}: {rate / rates[name + f' @{rev}']:,.3g}x" for name, rate, _ in rows
+              if rates.get(name + f" @{rev}")]
+    return rows, ratios
 
 
 def main(argv: list[str] | None = None) -> int:
