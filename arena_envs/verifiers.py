@@ -33,6 +33,7 @@ it lives in a venv of its own, ``make verifiers`` (see docs/guide/llm-frameworks
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -168,3 +169,19 @@ def success(state: vf.State) -> float:
 def turns(state: vf.State) -> float:
     """The replies the session played."""
     return float(state["arena"]["turns"]) if "arena" in state else 0.0
+
+
+def episodes_per_second(base_url: str, model: str, scenario: str, episodes: int, **options: Any) -> float:
+    """Episodes/s of ``episodes`` rollouts (seeds 0, 1...) through verifiers' own evaluation (``evaluate``, what
+    ``vf-eval`` runs, without its env server process) against the OpenAI server at ``base_url``, all at
+    once; its dataset made beforehand (``arena-bench --only doors``)."""
+    env = load_environment(scenario, num_examples=episodes, max_concurrent=episodes, **options)
+    client = vf.ClientConfig(api_base_url=base_url, api_key_var="OPENAI_API_KEY", max_retries=0)
+    start = time.perf_counter()
+    outputs = asyncio.run(env.evaluate(client=client, model=model, num_examples=episodes, max_concurrent=episodes,
+                                       on_progress=[]))
+    seconds = time.perf_counter() - start
+    errors = [output["error"] for output in outputs["outputs"] if output.get("error")]
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {episodes} rollouts failed: {errors[0]}")
+    return episodes / seconds

@@ -147,3 +147,16 @@ for scenario in ("Foraging", "Crafting"):
             assert row["tools"] == [tool["function"]["name"] for tool in tools]
         finally:
             env.close()
+
+
+def test_arena_bench_measures_the_verifiers_door_beside_our_runner_on_the_same_episodes():
+    """arena-bench --only doors' HTTP rows (docs/guide/llm-frameworks.md), at 8 hunts."""
+    from arena_envs import bench
+
+    rows = bench.verifiers_door_rows("Doors: hunt", "arena_envs/TreasureHunt-v0", {"difficulty": "easy"}, 8)
+    assert [(name, unit) for name, _, unit in rows] == [("Doors: hunt: our runner (arena-agent)", "episodes/s"),
+                                                        ("Doors: hunt: verifiers evaluate (vf-eval)", "episodes/s")]
+    assert all(rate > 0 for _, rate, _ in rows)
+    for numerator, denominator in bench.RATIOS:  # the table gives verifiers' rate over ours
+        if "verifiers" in numerator:
+            assert denominator == numerator.replace("verifiers evaluate (vf-eval)", "our runner (arena-agent)")
