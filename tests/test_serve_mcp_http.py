@@ -187,3 +187,52 @@ def test_openenvs_own_mcp_route_still_answers(servers):
     assert "cat" in {t["name"] for t in listed["result"]["tools"]}
     requests.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "openenv/session/close",
                                        "params": {"session_id": created}}, timeout=10)
+
+
+@pytest.mark.timeout(1800)  # a minute or two alone; far longer on a machine other jobs share
+def test_the_real_smollm2_plays_a_hunt_through_a_plain_mcp_client():
+    """SmolLM2-135M behind llama.cpp's server (native tool calls), its tools listed and called by fastmcp's Client."""
+    import openai
+
+    from arena_envs.llm import validate_messages
+    from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, server_available
+
+    if not server_available():
+        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
+    # a 3-step hunt, so that the episode ends by the env's rule whatever the model writes
+    app = make_app("treasure_hunt", max_sessions=2, limits=LIMITS, max_steps=3)
+
+    async def play(base_url: str, url: str):
+        chat = openai.AsyncOpenAI(base_url=base_url, api_key="unused", timeout=600)
+        async with client(url, seed=3) as mcp:
+            tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                       "parameters": t.inputSchema}} for t in await mcp.list_tools()]
+            messages = [{"role": "user", "content": (await mcp.read_resource("arena://observation"))[0].text}]
+            answer, ticks = {"done": False}, 0
+            for _ in range(8):  # replies: a reply without a call is asked again
+                reply = await chat.chat.completions.create(model="smollm2-tools", messages=messages, tools=tools,
+                                                           tool_choice="auto", max_tokens=48, temperature=0.0, seed=0)
+                message = reply.choices[0].message
+                calls = [call.model_dump() for call in message.tool_calls or []]
+                messages.append({"role": "assistant", "content": message.content or "",
+                                 **({"tool_calls": calls} if calls else {})})
+                if not calls:
+                    messages.append({"role": "user", "content": "Call one of the tools."})
+                for call in calls:
+                    try:
+                        arguments = json.loads(call["function"]["arguments"] or "{}")
+                        result = await mcp.call_tool(call["function"]["name"], arguments, raise_on_error=False)
+                        answer, ticks = result.structured_content, ticks + 1
+                        content = result.content[0].text
+                    except (McpError, ValueError) as error:  # the model's mistake, told back to it
+                        content = f"Error: {error}"
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                if answer["done"]:
+                    break
+        return messages, tools, answer, ticks
+
+    with LlamaServer(threads=2) as llama, running(app) as url:
+        messages, tools, answer, ticks = asyncio.run(play(llama.base_url, url + PATH))
+    assert answer["done"] and (answer["terminated"] or answer["truncated"]), messages
+    assert ticks >= 1
+    validate_messages(messages, tools)
