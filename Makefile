@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate
+.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate verifiers
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
@@ -40,11 +40,24 @@ $(STATS_STAMP):
 
 stats: $(STATS_STAMP)
 
+# verifiers (arena_envs.verifiers, run by `vf-eval`) in a venv of its own: verifiers 0.3 pins
+# openai<3 and websockets<17 (through openai-agents), the project venv has openai 3 and websockets 17;
+# older releases downgrade datasets and huggingface_hub. tests/test_verifiers_env.py runs it there.
+VERIFIERS       := .venv-verifiers
+VERIFIERS_STAMP := $(VERIFIERS)/.installed
+
+$(VERIFIERS_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VERIFIERS)
+	$(VERIFIERS)/bin/python -m pip install -e '.[verifiers]'
+	touch $(VERIFIERS_STAMP)
+
+verifiers: $(VERIFIERS_STAMP)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-test: sysdeps lint $(STATS_STAMP)
+test: sysdeps lint $(STATS_STAMP) $(VERIFIERS_STAMP)
 	$(PY) -m pytest
 
 # Every headline run (5 seeds x Foraging, Crafting, team capture; about an hour, not in CI), their
@@ -82,4 +95,4 @@ bench: sysdeps $(STAMP)
 	$(VENV)/bin/arena-bench
 
 clean:
-	rm -rf $(VENV) $(STATS) build dist *.egg-info runs docs/_build docs/environments
+	rm -rf $(VENV) $(STATS) $(VERIFIERS) build dist *.egg-info runs docs/_build docs/environments

@@ -86,6 +86,8 @@ DEMO = "tests/test_demo.py::"
 PACKAGING = "tests/test_packaging.py::"
 WHEEL_RUN = PACKAGING + "test_the_wheel_installs_in_a_clean_venv_and_runs_arena_bench"
 
+VF_EVAL = ".venv-verifiers/bin/vf-eval"  # verifiers' CLI, in the venv `make verifiers` builds
+
 # documented command -> the test that runs it (the same entry point, at a small scale)
 TESTED_BY: dict[str, str] = {
     "make test": HERE + "test_make_test_is_what_ci_runs",
@@ -275,6 +277,12 @@ def parse_error(argv: list[str]) -> str | None:
     if program == "make":
         done = subprocess.run(["make", "-n", *argv[1:]], cwd=ROOT, capture_output=True, text=True)
         return done.stderr.strip() or None if done.returncode else None
+    if program == VF_EVAL:  # verifiers' own venv (make verifiers): its parser, run there
+        done = subprocess.run([str(ROOT / ".venv-verifiers" / "bin" / "python"), "-c",
+                               "import sys; from verifiers.legacy.scripts.eval import build_parser; "
+                               "build_parser().parse_args(sys.argv[1:])", *argv[1:]],
+                              capture_output=True, text=True, timeout=120)
+        return done.stderr.strip()[-2000:] or "failed" if done.returncode else None
     if program == "python" and argv[1:2] == ["-m"]:
         sys_argv, start = [argv[2], *argv[3:]], lambda: runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     elif program == "python" and argv[1].endswith(".py"):
