@@ -443,10 +443,14 @@ class AsyncLearner:
         return self.learner_cpu
 
     def _receive(self) -> Any:
-        while not self.connection.poll(0.5):
-            if not self.process.is_alive():
-                raise RuntimeError(f"the PPO learner process died (exit code {self.process.exitcode})")
-        kind, value, self.learner_cpu = self.connection.recv()
+        try:
+            while not self.connection.poll(0.5):
+                if not self.process.is_alive():
+                    raise EOFError
+            kind, value, self.learner_cpu = self.connection.recv()
+        except (EOFError, OSError):  # its end of the pipe closed, or reset: it is gone
+            self.process.join(5)
+            raise RuntimeError(f"the PPO learner process died (exit code {self.process.exitcode})") from None
         if kind == "error":
             raise RuntimeError(f"the PPO learner process failed:\n{value}")
         return value
