@@ -13,6 +13,9 @@ gradient clipping, a linearly annealed learning rate) over an arena vector env:
 - observations go to torch without a copy (``torch.from_numpy``) and into rollout buffers
   allocated once; GAE runs on whole (T, N) tensors; updates use large minibatches on
   ``torch_threads`` threads (0: every core; keep 1 on a machine others are using);
+- with ``async_learner: true`` the update runs in a second process on the other of two rollout
+  buffers while this one collects the next rollout (:class:`AsyncLearner`: one update behind,
+  deterministic); both paths run the same :func:`ppo_update`;
 - the run directory is the one ``arena-train --algo sb3-ppo`` writes (``config.yaml``,
   ``progress.csv``, ``tb/``, ``checkpoints/``, ``model.zip``, ``speed.json``), and
   ``model.zip`` *is* a Stable-Baselines3 PPO model holding the same weights, so
