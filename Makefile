@@ -54,7 +54,9 @@ results: sysdeps $(STAMP) $(STATS_STAMP)
 	$(PY) -m arena_envs.training.results --out docs/results --runs runs/results
 	$(STATS)/bin/python training/render_results.py docs/results --page docs/results.md
 
-demo: sysdeps $(STAMP)
+# About a minute: PPO learns Foraging and meets the baselines, then a shipped team's capture match
+# as a GIF and a replay page (arena_envs/demo.py; everything under runs/demo/). No system packages.
+demo: $(STAMP)
 	$(PY) -m arena_envs.demo
 
 # The fuzz and property suites round after round in one process for SOAK_MINUTES, the resident
@@ -75,7 +77,8 @@ mutate: sysdeps $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-bench: $(STAMP)
+# The full arena-bench table (minutes: its serve rows start servers, its sandbox rows need bubblewrap)
+bench: sysdeps $(STAMP)
 	$(VENV)/bin/arena-bench
 
 clean:
