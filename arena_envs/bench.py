@@ -328,12 +328,14 @@ def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float,
 
 TRAINING_ROW = "Lean PPO training on Foraging (config ppo/foraging)"
 TRAINING_ENV_ROW = "Lean PPO's Foraging envs alone (config ppo/foraging, random actions)"
+TRAINING_SYNC_ROW = "Lean PPO training on Foraging, the update in-process (async_learner: false)"
 
 
 def training_rows(seconds: float) -> list[tuple[str, float, str]]:
     """The lean PPO's training steps/s on Foraging (its shipped config, ``ppo/foraging``: rollouts,
-    updates and all) against the env-steps/s of the same flat-encoded batch stepped alone with random
-    actions, in the same run: the ratio is the share of the env's speed that training keeps."""
+    updates and all; the update in a learner process) and with the update in the trainer's process,
+    against the env-steps/s of the same flat-encoded batch stepped alone with random actions, in the
+    same run: the ratio is the share of the env's speed that training keeps."""
     import tempfile
 
     from arena_envs.training import ppo
@@ -347,9 +349,12 @@ def training_rows(seconds: float) -> list[tuple[str, float, str]]:
     pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
     env_rate = _rate(lambda i: envs.step(pool[i % ACTION_POOL]), envs.num_envs, seconds)
     envs.close()
-    with tempfile.TemporaryDirectory() as out:
-        speed = ppo.train(config, Path(out), max_minutes=seconds / 60, progress=False)
-    return [(TRAINING_ENV_ROW, env_rate, "env-steps/s"), (TRAINING_ROW, speed["steps_per_s"], "env-steps/s")]
+    rates = {}
+    for row, asynchronous in ((TRAINING_ROW, config.get("async_learner", False)), (TRAINING_SYNC_ROW, False)):
+        with tempfile.TemporaryDirectory() as out:
+            rates[row] = ppo.train({**config, "async_learner": asynchronous}, Path(out), max_minutes=seconds / 60,
+                                   progress=False)["steps_per_s"]
+    return [(TRAINING_ENV_ROW, env_rate, "env-steps/s"), *((row, rate, "env-steps/s") for row, rate in rates.items())]
 
 
 def sandbox_rows(seconds: float) -> list[tuple[str, float, str]]:
@@ -534,6 +539,7 @@ RATIOS = (
     ("Foraging B=8192, num_workers=2, copy=False", "Foraging B=8192, num_workers=1 (the native batch)"),
     ("Foraging B=8192, num_workers=2", "CartPole-v1 native vector env B=4096 (reference)"),
     (TRAINING_ROW, TRAINING_ENV_ROW),
+    (TRAINING_ROW, TRAINING_SYNC_ROW),
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),

@@ -1,12 +1,12 @@
 """``make demo``: in about a minute, PPO learns Foraging-v0 and a shipped team plays a capture match.
 
 1. ``arena-train Foraging-v0``: the lean PPO of ``training/ppo.py`` for its config's steps
-   (491,520), on the native batch, for at most ``--minutes`` of wall time (``runs/demo/ppo/``:
-   model, checkpoints, CSV and TensorBoard logs). The shortest run that shows the whole
-   story: 393,216 steps also beat the scripted forager on held-out worlds (96.6-97.7 over
-   seeds 0-2, against its 95.7) but the training curve, a mean over the last 100 episodes,
-   still stands near 60 there; 491,520 steps end it at 99-100, for 20% more training time
-   (327,680 steps: 86 on held-out worlds).
+   (1M, the update in a learner process beside the rollouts: 5 seeds scored 97.4-98.7 on
+   held-out worlds against the scripted forager's 95.7), on the native batch, for at most
+   ``--minutes`` of wall time (``runs/demo/ppo/``: model, checkpoints, CSV and TensorBoard
+   logs). (With the config before, the update in-process: 393,216 steps beat the scripted
+   forager on held-out worlds, 96.6-97.7 over seeds 0-2, but the training curve, a mean over
+   the last 100 episodes, still stood near 60; 491,520 steps ended it at 99-100.)
 2. ``arena-eval`` on ``--episodes`` held-out seeded worlds, the policy's actions sampled as in
    training, beside the random agent and the scripted forager: the table (``eval.md``) and
    the learning curve with both as dashed lines (``learning_curve.png``).
