@@ -144,9 +144,10 @@ def test_each_shipped_policy_is_small_names_its_run_and_beats_random(scenario):
     mine = play(agent_factory("pretrained", env_id, 0), env_id, episodes, 10_000, policy.env_kwargs, opponent)
     theirs = play(agent_factory("random", env_id, 0), env_id, episodes, 10_000, policy.env_kwargs, opponent)
     assert mine["score"].mean() > theirs["score"].mean() + 5, (mine["score"].mean(), theirs["score"].mean())
-    if scenario == "team_capture":  # a floor against the scripted team: -4.4 and 2 draws measured on these
-        # 8 games (-5.5 and 16% draws on 200); the policy shipped before lost every game by ~66
-        assert mine["return"].mean() > -15 and mine["draw"].sum() >= 1, (mine["return"], mine["draw"])
+    if scenario == "team_capture":  # a floor against the scripted team: 2 wins, 5 draws and a return of 0.1
+        # measured on these 8 games (14% wins, 63.5% draws on 200); the policy shipped before lost all by ~66
+        not_lost = mine["success"].sum() + mine["draw"].sum()
+        assert not_lost >= 5 and mine["success"].sum() >= 1 and mine["return"].mean() > -5, (mine["return"], not_lost)
 
 
 BLOCK_TORCH = """
