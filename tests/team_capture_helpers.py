@@ -116,3 +116,34 @@ class TeamWorld:
     @property
     def score(self) -> np.ndarray:
         return self.state.extra["score"]
+
+
+class SidesTeam:
+    """A hand-made blue team, the reference of what is winnable against the scripted team (it is
+    no trained policy and ships nowhere): agent 1 keeps the south points A and B, agent 2 the
+    north ones D and E, agent 3 the Center; each walks to the nearest point of its side that its
+    team does not own or that the enemy is taking, and stays put when there is none. Decisions
+    are held ``every`` ticks, as a league's learner holds them."""
+
+    SIDES = ((POINTS["A"], POINTS["B"]), (POINTS["D"], POINTS["E"]), (POINTS["Center"],))
+
+    def __init__(self, envs, every: int = 1):
+        from arena_envs.pretrained import HeldDecisions
+
+        self.held = HeldDecisions(every, envs.unwrapped.scenario.params.max_ticks)
+
+    def act(self, obs: dict) -> dict:
+        points, agent = obs["points"], obs["agent"]  # (B, N, P, 7), (B, N, 7)
+        B, N = agent.shape[:2]
+        actions = idle_actions((B, N))
+        for i in range(N):  # a few agents: the loop is over them, never over worlds
+            side = np.array(self.SIDES[i % len(self.SIDES)])
+            mine = points[:, i, side]  # (B, S, 7)
+            wanted = (mine[..., 3] == 0) | (mine[..., 6] > 0)
+            k = np.where(wanted, mine[..., 2], np.inf).argmin(1)
+            go = wanted.any(1)
+            target = side[k]
+            actions["tool"][:, i] = np.where(go, TOOLS["move_to"], TOOLS["idle"])
+            actions["move_to"][:, i, 0] = agent[:, i, 0] + points[np.arange(B), i, target, 0]
+            actions["move_to"][:, i, 1] = agent[:, i, 1] + points[np.arange(B), i, target, 1]
+        return self.held(obs, actions)

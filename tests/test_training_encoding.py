@@ -288,3 +288,21 @@ def test_detour_walks_around_a_shown_hazard_in_the_way_and_straight_otherwise():
         obs, _, _, _, info = w.step(enc.decode(flat, obs))
         damage += info["damage_taken"] if "damage_taken" in info else 0
     assert (obs["agent"][:, 0] > 7.0).all() and w.state.damage_taken[:, 0].max() == 0
+
+
+def test_without_a_compass_every_move_goes_to_a_capture_point():
+    """``directions: 0`` (the league's encoding): ``move`` k walks to capture point k, nothing else;
+    with no targets either, ``move_to`` has nothing to name and the encoding is refused."""
+    envs = team_capture_v0.vector_env(num_envs=2, agents_per_team=2)
+    enc = FlatEncoding.for_env(envs, tools=["move_to", "idle"], directions=0, agent_index=True)
+    points = len(envs.unwrapped.scenario.params.capture_points)
+    assert enc.components == ("tool", "move", "speed") and enc.action_space.nvec.tolist() == [2, points, 1]
+    obs, _ = envs.reset(seed=0)
+    rows = merge_agents(obs, 4)
+    for k in range(points):
+        structured = enc.decode(np.tile([0, k, 0], (8, 1)), rows)
+        np.testing.assert_allclose(structured["move_to"][:, 0], rows["agent"][:, 0] + rows["points"][:, k, 0])
+        np.testing.assert_allclose(structured["move_to"][:, 1], rows["agent"][:, 1] + rows["points"][:, k, 1])
+        np.testing.assert_array_equal(enc.encode(structured, rows), np.tile([0, k, 0], (8, 1)))
+    with pytest.raises(ValueError, match="directions >= 1 or targets"):
+        FlatEncoding.for_env(envs, tools=["move_to"], directions=0, move_to_targets=False)

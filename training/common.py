@@ -280,8 +280,7 @@ class ModelAgent:
 
     def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True, action_repeat: int = 1):
         self.model, self.encoding, self.deterministic = model, encoding, deterministic
-        self.action_repeat = action_repeat
-        self.held: Any = None  # the decisions being held, per world
+        self.held = pretrained.HeldDecisions(action_repeat, encoding.params.max_ticks)
 
     @classmethod
     def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True) -> ModelAgent:
@@ -302,28 +301,12 @@ class ModelAgent:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
         rows = merge_agents(obs, agents)
         flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=self.deterministic)
-        actions = split_agents(self.encoding.decode(flat, rows), agents)
-        if self.action_repeat == 1:
-            return actions
-        tick = self.encoding.params.max_ticks - obs["time_left"].reshape(len(obs["time_left"]), -1)[:, 0]
-        decide = tick % self.action_repeat == 0  # (B,): this world's tick starts a decision
-        if self.held is None or len(self.held["tool"]) != len(decide):
-            decide[:] = True
-            self.held = actions
-        return hold(self.held, actions, decide)
+        return self.held(obs, split_agents(self.encoding.decode(flat, rows), agents))
 
 
 def action_repeat(config: dict[str, Any]) -> int:
     """How many ticks a run's policy holds each decision (``league.action_repeat``, default 1)."""
     return int((config.get("league") or {}).get("action_repeat", 1))
-
-
-def hold(held: Any, new: Any, decide: np.ndarray) -> Any:
-    """``held`` (a tree of (B, ...) arrays) with the worlds where ``decide`` is true taken from ``new``, in place."""
-    if isinstance(held, dict):
-        return {k: hold(held[k], new[k], decide) for k in held}
-    held[decide] = new[decide]
-    return held.copy()
 
 
 def _scripted(name: str) -> Callable[[Any], Any]:

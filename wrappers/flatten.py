@@ -112,8 +112,8 @@ class FlatEncoding:
         unknown = set(tools) - set(TOOL_NAMES)
         if unknown or not tools:
             raise ValueError(f"tools must be a non-empty subset of {TOOL_NAMES}, got {list(tools)}")
-        if directions < 1 or targets < 1 or step <= 0 or not speeds:
-            raise ValueError("directions and targets must be >= 1, step > 0 and speeds non-empty")
+        if directions < 0 or targets < 1 or step <= 0 or not speeds:
+            raise ValueError("directions must be >= 0, targets >= 1, step > 0 and speeds non-empty")
         self.raw_observation_space = observation_space
         self.raw_action_space = action_space
         self.params = params
@@ -147,6 +147,8 @@ class FlatEncoding:
         sizes = {"tool": len(self.tools)}
         if "move_to" in self.tools:
             sizes.update(move=self.directions + sum(self.move_targets.values()), speed=len(self.speeds))
+            if not sizes["move"]:
+                raise ValueError("move_to needs directions >= 1 or targets to move to (move_to_targets)")
         if "collect" in self.tools:
             sizes["collect"] = (min(int(targets), obs_keys["resources"].shape[0]) if "resources" in obs_keys
                                 else int(action_space["collect"].n))
@@ -313,7 +315,8 @@ class FlatEncoding:
         """Target x and z of ``move`` components: a step in a direction, or a target (its own
         spot when the target is not shown)."""
         x, z = obs["agent"][:, 0], obs["agent"][:, 1]
-        ux, uz = self._unit[np.minimum(move, self.directions - 1)].T
+        ux, uz = (self._unit[np.minimum(move, self.directions - 1)].T if self.directions
+                  else np.zeros((2, len(move)), F32))  # no compass: every ``move`` is a target
         # shorten the step so the target stays where the agent can stand
         room = F32(self.params.half_size - self.params.agent_radius)
 

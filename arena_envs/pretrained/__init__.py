@@ -17,7 +17,9 @@ A file is one ``.npz`` (no pickle): the actor's layers (``policy.<i>.weight`` as
 ``policy.<i>.bias``), its head (``action.weight``, ``action.bias``) and ``metadata``, a JSON
 string: the scenario, the flat encoding and env arguments it was trained with (so the agent
 rebuilds the same :class:`~arena_envs.wrappers.FlatEncoding`), the activation, and the run that
-made it. The critic is left out: playing needs only the actor. Actions are sampled by default
+made it, and ``action_repeat``: the ticks each decision lasts (a league's learner decides every
+k-th tick and holds its decision in between; the agent plays it the same way, see
+:class:`HeldDecisions`). The critic is left out: playing needs only the actor. Actions are sampled by default
 (the policies are trained, and scored in ``docs/results.md``, that way; a policy without memory
 can repeat its most likely action forever), reproducibly from ``seed``.
 """
@@ -62,6 +64,10 @@ class PretrainedPolicy:
     @property
     def env_kwargs(self) -> dict[str, Any]:
         return self.metadata.get("env_kwargs", {})
+
+    @property
+    def action_repeat(self) -> int:
+        return int(self.metadata.get("action_repeat", 1))
 
     @property
     def obs_size(self) -> int:
@@ -136,12 +142,47 @@ class PretrainedAgent:
                              f"of size {policy.obs_size} and actions {list(policy.nvec)}, the env gives {given[0]} "
                              f"and {given[1]}; play it with its own env arguments {policy.env_kwargs}")
         self.rng = None if deterministic else np.random.default_rng(seed)
+        self.held = HeldDecisions(policy.action_repeat, params.max_ticks)
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
         rows = merge_agents(obs, agents)
         flat = self.policy.predict(self.encoding.observe(rows), self.rng)
-        return split_agents(self.encoding.decode(flat, rows), agents)
+        return self.held(obs, split_agents(self.encoding.decode(flat, rows), agents))
+
+
+class HeldDecisions:
+    """Decisions held ``every`` ticks, as a league's learner was trained (``league.action_repeat``):
+    a world takes new ``actions`` on the ticks of its episode that are multiples of ``every``
+    (read from ``time_left``) and repeats its last decision on the others."""
+
+    def __init__(self, every: int, max_ticks: int):
+        self.every, self.max_ticks = int(every), int(max_ticks)
+        self.held: Any = None  # the decisions being held, per world
+
+    def __call__(self, obs: dict[str, np.ndarray], actions: Any) -> Any:
+        if self.every == 1:
+            return actions
+        time_left = obs["time_left"]
+        tick = self.max_ticks - time_left.reshape(len(time_left), -1)[:, 0]
+        decide = tick % self.every == 0  # (B,): this world's tick starts a decision
+        if self.held is None or len(self.held["tool"]) != len(decide):
+            decide[:] = True
+            self.held = _copy(actions)
+        return _hold(self.held, actions, decide)
+
+
+def _copy(tree: Any) -> Any:
+    return {k: _copy(v) for k, v in tree.items()} if isinstance(tree, dict) else np.array(tree)
+
+
+def _hold(held: Any, new: Any, decide: np.ndarray) -> Any:
+    """``held`` (a tree of (B, ...) arrays) with the worlds where ``decide`` is true taken from ``new``,
+    in place; returns a copy."""
+    if isinstance(held, dict):
+        return {k: _hold(held[k], new[k], decide) for k in held}
+    held[decide] = new[decide]
+    return held.copy()
 
 
 def scenario_of(name: str, env: str | None = None) -> str | Path | None:
