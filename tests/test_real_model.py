@@ -179,8 +179,8 @@ def test_each_other_text_format_gets_calls_from_the_real_model_that_are_read_and
     env_id = "arena_envs/TreasureHunt-v0"
     out = tmp_path / "run"
     status = asyncio.run(arena_agent([env_id, "--base-url", llama.base_url, "--model", "smollm2", "--format", fmt,
-                                      "--no-tools", *SHORT, *forced(fmt, env_id), "--max-turns", "1", "--temperature", "0.7",
-                                      "--seed", "3", "--out", str(out)]))
+                                      "--no-tools", *SHORT, *forced(fmt, env_id), "--max-turns", "1",
+                                      "--temperature", "0.7", "--seed", "3", "--out", str(out)]))
     assert status == 0, llama.log_tail()
     (record,) = records(out)
     assert record["error"] is None, record["error"]
