@@ -37,7 +37,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                     ["tests/test_transcript_rules.py", "tests/test_llm_transcripts.py"]),
     "pool": (["arena_envs/tools/pool.py", "arena_envs/tools/resource_pool.py"],
              ["tests/test_tool_pool.py", "tests/test_pool_hardening.py", "tests/test_pool_properties.py",
-              "tests/test_stateful_tools.py", "tests/test_seed_tool_system.py"]),
+              "tests/test_stateful_tools.py", "tests/test_seed_tool_system.py", "tests/test_pool_api.py"]),
     "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
                     ["tests/test_serve_hostile.py", "tests/test_serve_server.py"]),
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py", "arena_envs/tools/sandbox_worker.py"],
