@@ -1,6 +1,7 @@
 """``make mutate``: mutation testing (mutmut) of the modules that hold the project's promises.
 
     python tests/mutate.py [MODULE ...]       # all of MODULES when none is named
+    python tests/mutate.py --every 5 jail     # a sample: the mutants whose number is a multiple of 5
 
 Each module is mutated alone, in ``build/mutate/<module>/`` (mutmut's copy of the checkout, its
 ``mutants/``), and each of its mutants is run against only the tests named for it in
@@ -78,8 +79,18 @@ timeout_method = thread
 """
 
 
-def run(module: str) -> dict[str, int]:
-    """Mutate ``module`` in its work directory; mutmut's counts of its mutants."""
+def sample(every: int) -> list[str]:
+    """mutmut's names of every ``every``-th mutant (1, 2, 5 or 10): those whose number ends in a
+    multiple of it, in every function (a sample spread over the whole module, the same each run)."""
+    if every not in (1, 2, 5, 10):
+        raise ValueError(f"--every must be 1, 2, 5 or 10, got {every}")
+    if every == 1:
+        return []
+    return [f"*__mutmut_*[{''.join(str(d) for d in range(10) if d % every == 0)}]"]
+
+
+def run(module: str, every: int = 1) -> dict[str, int]:
+    """Mutate ``module`` in its work directory (every ``every``-th mutant); mutmut's counts of its mutants."""
     files, tests = MODULES[module]
     work = ROOT / "build" / "mutate" / module
     work.mkdir(parents=True, exist_ok=True)
@@ -94,8 +105,8 @@ def run(module: str) -> dict[str, int]:
     # the work directory is not the checkout: mutmut's copy is what every process imports
     env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
     with (work / "mutmut.log").open("w") as log:  # its progress spinner, kept out of the table
-        done = subprocess.run([str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, stdout=log,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run([str(MUTMUT), "run", "--max-children", "2", *sample(every)], cwd=work, env=env,
+                              stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:  # e.g. a test that fails before any mutant: mutmut tests none
         tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
         print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n", file=sys.stderr)
@@ -112,6 +123,10 @@ def rate(stats: dict[str, int]) -> float:
 
 
 def main(names: list[str]) -> int:
+    every = 1
+    if names[:1] == ["--every"] and len(names) > 1 and names[1].isdigit():
+        every, names = int(names[1]), names[2:]
+        sample(every)  # refused now, not after a module's run
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         print(f"mutate.py: no module {unknown}; one of {', '.join(MODULES)}", file=sys.stderr)
@@ -122,8 +137,10 @@ def main(names: list[str]) -> int:
     rows = []
     for module in names or list(MODULES):
         start = time.monotonic()
-        stats = run(module)
+        stats = run(module, every)
         rows.append((module, stats, time.monotonic() - start))
+    if every > 1:
+        print(f"\na sample: the mutants whose number is a multiple of {every} (the others are 'not checked')")
     print("\n| module | mutants | killed | survived | no tests | other | kill rate | minutes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for module, stats, seconds in rows:
