@@ -4,6 +4,7 @@ handle forwards (seeds, attributes), monitors and reprs, ``maybe_await``, and a 
 refusing calls from a second thread while its first thread's loop still runs."""
 
 import asyncio
+import functools
 import threading
 
 import pytest
@@ -151,11 +152,13 @@ def test_a_generic_handle_forwards_attributes_and_reset_arguments_and_names_its_
         pool = ResourcePool(Tally, size=2)
         handle = await pool.acquire("a", seed=11)
         await handle.reset(seed=12, options={"x": 1})
+        await handle.reset(13, {"y": 2})  # positional arguments reach the env's reset too
         shown = repr(pool)
         return pool, handle, shown
 
     pool, handle, shown = asyncio.run(main())
-    assert handle.resets == [{"seed": 11, "options": None}, {"seed": 12, "options": {"x": 1}}]
+    assert handle.resets == [{"seed": 11, "options": None}, {"seed": 12, "options": {"x": 1}},
+                             {"seed": 13, "options": {"y": 2}}]
     assert handle.total == 0 and handle.start == 0  # the env's own attributes, through the handle
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         handle.nothing  # noqa: B018
@@ -163,6 +166,39 @@ def test_a_generic_handle_forwards_attributes_and_reset_arguments_and_names_its_
     assert shown == "<ResourcePool 'Tally' " + repr({"size": 2, "created": 1, "free": 1, "acquired": 1,
                                                        "ids": {"a": 0}}) + ">"
     assert repr(ResourcePool(lambda: Tally(), size=1)).startswith("<ResourcePool '<lambda>' ")
+    factory = functools.partial(Tally, 3)  # no __name__: the factory itself names the pool
+    assert repr(ResourcePool(factory, size=1)).startswith(f"<ResourcePool {factory!r} ")
+
+
+class Fragile(Tally):
+    """An env whose reset with seed 13 fails; it notes being closed."""
+
+    closed: list["Fragile"] = []
+
+    def reset(self, seed=None, options=None):
+        if seed == 13:
+            raise RuntimeError("seed 13 breaks this env")
+        super().reset(seed, options)
+
+    def close(self):
+        Fragile.closed.append(self)
+
+
+def test_an_acquire_whose_seeded_reset_fails_takes_nothing_and_its_env_is_closed_and_never_lent_again():
+    Fragile.closed = []
+
+    async def main():
+        pool = ResourcePool(Fragile, size=1)
+        with pytest.raises(RuntimeError, match="seed 13 breaks this env"):
+            await pool.acquire("a", seed=13)
+        after = pool.monitor()
+        fresh = await pool.acquire("b", seed=1)
+        return after, fresh, pool.monitor()
+
+    after, fresh, later = asyncio.run(main())
+    assert after == {"size": 1, "created": 0, "free": 1, "acquired": 0, "ids": {}}  # nothing kept
+    assert len(Fragile.closed) == 1 and fresh.env is not Fragile.closed[0]  # the broken env closed, not lent
+    assert later["ids"] == {"b": 0} and later["created"] == 1
 
 
 def test_an_arena_handle_resets_its_world_with_the_seed_it_is_given():
@@ -226,7 +262,7 @@ def test_maybe_await_awaits_async_callables_and_runs_plain_ones_in_a_worker_thre
     assert returned[:3] == ("coroutine", 1, 2)  # the coroutine a plain function returned, awaited
 
 
-# --- one ToolPool, two threads --------------------------------------------------------------
+# --- one ToolPool, two threads, two loops --------------------------------------------------------
 
 
 def test_a_call_from_a_second_thread_is_refused_while_the_first_threads_batch_waits_on_its_running_loop():
@@ -258,3 +294,33 @@ def test_a_call_from_a_second_thread_is_refused_while_the_first_threads_batch_wa
     assert outcome["first"] == 1  # the first thread's call went on unharmed
     assert outcome["second"].startswith("this ToolPool has calls in flight on an event loop running in another "
                                         "thread; use a pool from one thread at a time")
+
+
+def test_a_call_left_waiting_on_a_stopped_loop_is_stepped_when_another_loop_uses_the_pool():
+    pool = ToolPool(size=2)
+    old = asyncio.new_event_loop()
+    old.run_until_complete(pool.acquire("a", seed=4))
+
+    async def join_then_stop():
+        task = asyncio.ensure_future(pool.call(IDLE, id="a"))
+        await asyncio.sleep(0)  # the call joined a batch; its flush is scheduled for the next turn
+        asyncio.get_running_loop().stop()  # which never comes: the loop stops first
+        await asyncio.Future()
+        return task
+
+    main = old.create_task(join_then_stop())
+    with pytest.raises(RuntimeError, match="Event loop stopped before Future completed"):
+        old.run_until_complete(main)
+    assert pool._pending is not None and not pool._pending.flushed  # stranded on the stopped loop
+
+    async def elsewhere():
+        await pool.acquire("b", seed=5)
+        return await pool.call(IDLE, id="b")
+
+    step = asyncio.run(elsewhere())  # the stranded batch is stepped first, then this call
+    stranded = [t for t in asyncio.all_tasks(old) if t is not main]
+    main.cancel()
+    old.run_until_complete(asyncio.gather(*stranded, main, return_exceptions=True))
+    old.close()
+    assert step.observation.tick == 1
+    assert [t.result().observation.tick for t in stranded] == [1]  # a's call ran, once
