@@ -324,3 +324,19 @@ def test_a_call_left_waiting_on_a_stopped_loop_is_stepped_when_another_loop_uses
     old.close()
     assert step.observation.tick == 1
     assert [t.result().observation.tick for t in stranded] == [1]  # a's call ran, once
+
+
+def test_an_arena_handle_of_an_id_without_a_world_takes_one_and_a_second_call_in_flight_is_refused():
+    async def main():
+        pool = ToolPool(size=2)
+        handle = ArenaHandle(pool, "fresh")  # lent before its id holds a world
+        first = await handle.step(IDLE)
+        held = pool.monitor()["ids"]
+        again = asyncio.ensure_future(handle.step(IDLE))
+        await asyncio.sleep(0)  # joined its batch, not yet stepped
+        with pytest.raises(RuntimeError, match=r"^id 'fresh' already has a call in flight$"):
+            await handle.step(IDLE)
+        return first, held, await again
+
+    first, held, again = asyncio.run(main())
+    assert (first.observation.tick, again.observation.tick) == (1, 2) and held == {"fresh": 0}
