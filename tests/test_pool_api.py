@@ -296,7 +296,8 @@ def test_a_call_from_a_second_thread_is_refused_while_the_first_threads_batch_wa
                                         "thread; use a pool from one thread at a time")
 
 
-def test_a_call_left_waiting_on_a_stopped_loop_is_stepped_when_another_loop_uses_the_pool():
+@pytest.mark.parametrize("first_act", ["another id's call", "a release of the stranded id"])
+def test_a_call_left_waiting_on_a_stopped_loop_is_stepped_when_another_loop_uses_the_pool(first_act):
     pool = ToolPool(size=2)
     old = asyncio.new_event_loop()
     old.run_until_complete(pool.acquire("a", seed=4))
@@ -314,6 +315,8 @@ def test_a_call_left_waiting_on_a_stopped_loop_is_stepped_when_another_loop_uses
     assert pool._pending is not None and not pool._pending.flushed  # stranded on the stopped loop
 
     async def elsewhere():
+        if first_act == "a release of the stranded id":
+            await pool.release("a")  # waits for a's call: steps it first, since its loop will not
         await pool.acquire("b", seed=5)
         return await pool.call(IDLE, id="b")
 
@@ -340,3 +343,19 @@ def test_an_arena_handle_of_an_id_without_a_world_takes_one_and_a_second_call_in
 
     first, held, again = asyncio.run(main())
     assert (first.observation.tick, again.observation.tick) == (1, 2) and held == {"fresh": 0}
+
+
+def test_an_acquire_of_an_id_with_a_call_in_flight_resets_its_world_after_that_call():
+    async def main():
+        pool = ToolPool(size=2)
+        await pool.acquire("a", seed=1)
+        call = asyncio.ensure_future(pool.call(IDLE, id="a"))
+        await asyncio.sleep(0)  # in flight
+        reset = await pool.acquire("a", seed=2)
+        fresh = await pool.acquire("b", seed=2)
+        return await call, reset, fresh, await pool.call(IDLE, id="a")
+
+    step, reset, fresh, after = asyncio.run(main())
+    assert step.observation.tick == 1  # the call ran on the old episode
+    assert reset.to_dict() == fresh.to_dict() and reset.tick == 0  # then the world was reset with seed 2
+    assert after.observation.tick == 1
