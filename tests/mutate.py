@@ -7,8 +7,9 @@ Each module is mutated alone, in ``build/mutate/<module>/`` (mutmut's copy of th
 ``mutants/``), and each of its mutants is run against only the tests named for it in
 ``MODULES`` (of those, mutmut runs the ones that call the mutated function), so that a run
 fits on 2 cores. A subprocess of a test (a server, a reader process) imports the mutated copy
-too: ``PYTHONPATH`` points at it. A re-run keeps the results of unchanged functions; after
-a module or its tests changed (a merge), ``rm -rf build/mutate/<module>`` starts it afresh.
+too: ``PYTHONPATH`` points at it. A re-run keeps the results of unchanged functions and
+runs its survivors again (tests may have been added since); after a module changed (a
+merge), ``rm -rf build/mutate/<module>`` starts it afresh.
 
 It prints the kill rate of each module (killed / (killed + survived); timeouts count as
 killed, as mutmut counts them) and writes the survivors of each module to
@@ -40,7 +41,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
              ["tests/test_tool_pool.py", "tests/test_pool_hardening.py", "tests/test_pool_properties.py",
               "tests/test_stateful_tools.py", "tests/test_seed_tool_system.py", "tests/test_pool_api.py"]),
     "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
-                    ["tests/test_serve_hostile.py", "tests/test_serve_server.py"]),
+                    ["tests/test_serve_hostile.py", "tests/test_serve_server.py", "tests/test_serve_lockout.py",
+                     "tests/test_serve_frames.py"]),
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py", "arena_envs/tools/sandbox_worker.py"],
              ["tests/test_sandbox.py", "tests/test_sandbox_attacks.py"]),
 }
@@ -104,6 +106,7 @@ def run(module: str, every: int = 1) -> dict[str, int]:
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
     (work / "setup.cfg").write_text(setup_cfg(files, tests, DESELECT.get(module, [])))
+    again = (work / "mutants").is_dir()  # a re-run: mutmut keeps earlier results
     # made before mutmut starts: a folder missing when Python starts is never searched for imports
     # (its finder is cached as None), and the checkout's own package would be tested instead
     (work / "mutants").mkdir(exist_ok=True)
@@ -115,11 +118,20 @@ def run(module: str, every: int = 1) -> dict[str, int]:
     if done.returncode != 0:  # e.g. a test that fails before any mutant: mutmut tests none
         tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
         print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n", file=sys.stderr)
+    if again and survived(work, env):  # judged by the tests of their day: judged again by today's
+        with (work / "mutmut.log").open("a") as log:
+            subprocess.run([str(MUTMUT), "run", "--max-children", "2", *survived(work, env)], cwd=work, env=env,
+                           stdout=log, stderr=subprocess.STDOUT)
     subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, env=env, check=True, capture_output=True)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
-    survivors = subprocess.run([str(MUTMUT), "results"], cwd=work, env=env, capture_output=True, text=True).stdout
-    (work / "survivors.txt").write_text(survivors)
+    (work / "survivors.txt").write_text("".join(f"{name}\n" for name in survived(work, env)))
     return stats
+
+
+def survived(work: Path, env: dict[str, str]) -> list[str]:
+    """The names of the mutants that survived, as mutmut has them in ``work``."""
+    listed = subprocess.run([str(MUTMUT), "results"], cwd=work, env=env, capture_output=True, text=True).stdout
+    return [line.split(":")[0].strip() for line in listed.splitlines() if line.strip().endswith(": survived")]
 
 
 def rate(stats: dict[str, int]) -> float:
