@@ -359,3 +359,19 @@ def test_an_acquire_of_an_id_with_a_call_in_flight_resets_its_world_after_that_c
     assert step.observation.tick == 1  # the call ran on the old episode
     assert reset.to_dict() == fresh.to_dict() and reset.tick == 0  # then the world was reset with seed 2
     assert after.observation.tick == 1
+
+
+def test_every_step_brings_its_worlds_info_whether_the_whole_pool_or_a_part_of_it_stepped():
+    async def main():
+        pool = ToolPool(size=2)
+        await pool.acquire("a", seed=1)
+        await pool.acquire("b", seed=2)
+        together = await asyncio.gather(pool.call(IDLE, id="a"), pool.call(IDLE, id="b"))  # the whole batch
+        alone = await pool.call(IDLE, id="a")  # a part of it
+        return [*together, alone]
+
+    for step in asyncio.run(main()):
+        observation, reward, terminated, truncated, info = step  # five fields, as a Gymnasium step
+        assert {"success", "score"} <= set(info) and info is step.info
+        assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
+        assert observation is step.observation
