@@ -375,3 +375,18 @@ def test_every_step_brings_its_worlds_info_whether_the_whole_pool_or_a_part_of_i
         assert {"success", "score"} <= set(info) and info is step.info
         assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
         assert observation is step.observation
+
+
+def test_the_garbage_collector_runs_again_after_every_batched_step_and_a_pool_waits_30_s_by_default():
+    import gc
+
+    async def main():
+        pool = ToolPool(size=2)
+        await pool.acquire("a", seed=1)
+        await asyncio.gather(pool.call(IDLE, id="a"), pool.call(IDLE, id="b"))
+        await asyncio.sleep(0)  # a resume the loop was asked to make, made
+        return pool, gc.isenabled()
+
+    pool, enabled = asyncio.run(main())
+    assert enabled and gc.isenabled()  # paused for the batch only
+    assert pool.timeout == 30.0
