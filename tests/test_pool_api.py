@@ -390,3 +390,18 @@ def test_the_garbage_collector_runs_again_after_every_batched_step_and_a_pool_wa
     pool, enabled = asyncio.run(main())
     assert enabled and gc.isenabled()  # paused for the batch only
     assert pool.timeout == 30.0
+
+
+def test_a_failed_seeded_reset_of_an_id_that_already_held_its_env_leaves_it_held():
+    Fragile.closed = []
+
+    async def main():
+        pool = ResourcePool(Fragile, size=1)
+        held = await pool.acquire("a")
+        with pytest.raises(RuntimeError, match="seed 13 breaks this env"):
+            await pool.acquire("a", seed=13)
+        return pool.monitor(), held, await pool.acquire("a")
+
+    monitor, held, again = asyncio.run(main())
+    assert monitor == {"size": 1, "created": 1, "free": 0, "acquired": 1, "ids": {"a": 0}}
+    assert again.env is held.env and Fragile.closed == []  # the id keeps its env; nothing was closed
