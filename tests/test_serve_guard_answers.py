@@ -52,7 +52,8 @@ def test_a_refused_handshake_answers_with_a_json_body_of_the_length_it_announces
             length = int(headers["content-length"])
             while len(body) < length:
                 body += sock.recv(4096)
-        assert json.loads(body[:length])["code"] == "UNAUTHORIZED"
+        assert json.loads(body[:length]) == {"detail": "missing or wrong API key (send 'Authorization: Bearer KEY')",
+                                             "code": "UNAUTHORIZED"}
 
 
 def test_over_the_http_rate_a_client_gets_429_saying_the_rate():
