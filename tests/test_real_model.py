@@ -137,7 +137,9 @@ def forced(fmt: str, env_id: str) -> list[str]:
     """arena-agent's options that make the real model write a call of ``fmt``: for native calls a
     named ``tool_choice`` (llama.cpp constrains the reply to that tool's arguments), for text
     formats a grammar in the request's body."""
-    room = ["--max-tokens", "128"]  # a whole call, whichever tool and arguments the model picks
+    # room for a whole call, whichever tool and arguments the model picks, and time for a grammar-bound
+    # reply to a long prompt (Crafting's, its tools listed in it) on a shared machine: over 120 s at load 9
+    room = ["--max-tokens", "128", "--timeout", "900"]
     if fmt == "openai":
         return [*room, "--tool-choice", FORCED_TOOL.get(env_id, "query_world")]
     return [*room, "--extra-body", json.dumps({"grammar": call_grammar(fmt, scenario_tools(env_id))})]
