@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate
+.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate verifiers
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
@@ -40,11 +40,24 @@ $(STATS_STAMP):
 
 stats: $(STATS_STAMP)
 
+# verifiers (arena_envs.verifiers, run by `vf-eval`) in a venv of its own: verifiers 0.3 pins
+# openai<3 and websockets<17 (through openai-agents), the project venv has openai 3 and websockets 17;
+# older releases downgrade datasets and huggingface_hub. tests/test_verifiers_env.py runs it there.
+VERIFIERS       := .venv-verifiers
+VERIFIERS_STAMP := $(VERIFIERS)/.installed
+
+$(VERIFIERS_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VERIFIERS)
+	$(VERIFIERS)/bin/python -m pip install -e '.[verifiers]'
+	touch $(VERIFIERS_STAMP)
+
+verifiers: $(VERIFIERS_STAMP)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 
-test: sysdeps lint $(STATS_STAMP)
+test: sysdeps lint $(STATS_STAMP) $(VERIFIERS_STAMP)
 	$(PY) -m pytest
 
 # Every headline run (5 seeds x Foraging, Crafting, team capture; about an hour, not in CI), their
@@ -54,7 +67,9 @@ results: sysdeps $(STAMP) $(STATS_STAMP)
 	$(PY) -m arena_envs.training.results --out docs/results --runs runs/results
 	$(STATS)/bin/python training/render_results.py docs/results --page docs/results.md
 
-demo: sysdeps $(STAMP)
+# About a minute: PPO learns Foraging and meets the baselines, then a shipped team's capture match
+# as a GIF and a replay page (arena_envs/demo.py; everything under runs/demo/). No system packages.
+demo: $(STAMP)
 	$(PY) -m arena_envs.demo
 
 # The fuzz and property suites round after round in one process for SOAK_MINUTES, the resident
@@ -78,8 +93,9 @@ mutate: sysdeps $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html
 
-bench: $(STAMP)
+# The full arena-bench table (minutes: its serve rows start servers, its sandbox rows need bubblewrap)
+bench: sysdeps $(STAMP)
 	$(VENV)/bin/arena-bench
 
 clean:
-	rm -rf $(VENV) $(STATS) build dist *.egg-info runs docs/_build docs/environments
+	rm -rf $(VENV) $(STATS) $(VERIFIERS) build dist *.egg-info runs docs/_build docs/environments

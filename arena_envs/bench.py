@@ -10,6 +10,7 @@ vector env as a reference for the speed of this machine.
 
     arena-bench                      # the full table
     arena-bench --seconds 0.5 --json results.json
+    arena-bench --only serve --against HEAD~1    # this checkout against a commit, in the same run
 """
 
 from __future__ import annotations
@@ -328,12 +329,14 @@ def sharded_rows(seconds: float, num_envs: int = 8192) -> list[tuple[str, float,
 
 TRAINING_ROW = "Lean PPO training on Foraging (config ppo/foraging)"
 TRAINING_ENV_ROW = "Lean PPO's Foraging envs alone (config ppo/foraging, random actions)"
+TRAINING_SYNC_ROW = "Lean PPO training on Foraging, the update in-process (async_learner: false)"
 
 
 def training_rows(seconds: float) -> list[tuple[str, float, str]]:
     """The lean PPO's training steps/s on Foraging (its shipped config, ``ppo/foraging``: rollouts,
-    updates and all) against the env-steps/s of the same flat-encoded batch stepped alone with random
-    actions, in the same run: the ratio is the share of the env's speed that training keeps."""
+    updates and all; the update in a learner process) and with the update in the trainer's process,
+    against the env-steps/s of the same flat-encoded batch stepped alone with random actions, in the
+    same run: the ratio is the share of the env's speed that training keeps."""
     import tempfile
 
     from arena_envs.training import ppo
@@ -347,9 +350,12 @@ def training_rows(seconds: float) -> list[tuple[str, float, str]]:
     pool = [envs.action_space.sample() for _ in range(ACTION_POOL)]
     env_rate = _rate(lambda i: envs.step(pool[i % ACTION_POOL]), envs.num_envs, seconds)
     envs.close()
-    with tempfile.TemporaryDirectory() as out:
-        speed = ppo.train(config, Path(out), max_minutes=seconds / 60, progress=False)
-    return [(TRAINING_ENV_ROW, env_rate, "env-steps/s"), (TRAINING_ROW, speed["steps_per_s"], "env-steps/s")]
+    rates = {}
+    for row, asynchronous in ((TRAINING_ROW, config.get("async_learner", False)), (TRAINING_SYNC_ROW, False)):
+        with tempfile.TemporaryDirectory() as out:
+            rates[row] = ppo.train({**config, "async_learner": asynchronous}, Path(out), max_minutes=seconds / 60,
+                                   progress=False)["steps_per_s"]
+    return [(TRAINING_ENV_ROW, env_rate, "env-steps/s"), *((row, rate, "env-steps/s") for row, rate in rates.items())]
 
 
 def sandbox_rows(seconds: float) -> list[tuple[str, float, str]]:
@@ -442,7 +448,70 @@ def door_rows(seconds: float, episodes: int = 32) -> list[tuple[str, float, str]
                      batch_rate(env_id, both), "episodes/s"))
         rows.append((f"Doors: {label}, {episodes} scripted episodes: TRL environment_factory",
                      door_rate(env_id, both), "episodes/s"))
+        rows += verifiers_door_rows(f"Doors: {label}, {episodes} scripted episodes over HTTP", env_id, kwargs, episodes)
     return rows
+
+
+VERIFIERS_PYTHON = Path(__file__).resolve().parents[1] / ".venv-verifiers" / "bin" / "python"
+
+
+def verifiers_door_rows(label: str, env_id: str, kwargs: dict[str, Any],
+                        episodes: int) -> list[tuple[str, float, str]]:
+    """Episodes/s of the same seeded episodes against the scripted model's OpenAI server (its native
+    tool calls, its validation off: both clients send what llama.cpp accepts; a process of its own, so
+    that neither client shares a process with it), played by our runner (``run_episodes``, what
+    ``arena-agent`` runs) and by verifiers' own evaluation of :mod:`arena_envs.verifiers` (in its venv,
+    ``make verifiers``), all episodes at once in either."""
+    import asyncio
+    import os
+    import socket
+    import subprocess
+
+    from arena_envs.llm.agents import OpenAIChatAgent
+    from arena_envs.llm.chat import ChatPool
+    from arena_envs.llm.llama_server import free_port
+    from arena_envs.llm.runner import run_episodes
+
+    if not VERIFIERS_PYTHON.exists():
+        print("doors: the verifiers rows skipped (make verifiers builds its venv)", file=sys.stderr)
+        return []
+    options = {**kwargs, "call_format": "hermes", "text_calls": "user"}  # the verifiers door's defaults
+
+    async def ours(base_url: str) -> float:
+        agent = OpenAIChatAgent(base_url, "scripted")
+        start = time.perf_counter()
+        records = await run_episodes(ChatPool(env_id, episodes, **options), agent, range(episodes),
+                                     concurrency=episodes)
+        assert not any(r.error for r in records), [r.error for r in records if r.error][:1]
+        return episodes / (time.perf_counter() - start)
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "arena_envs.llm.server", "--port", str(port), "--cache",
+                               "--lenient"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the scripted model server did not start") from None
+                time.sleep(0.1)
+        rate = asyncio.run(ours(base_url))
+        code = ("import json, sys; from arena_envs.verifiers import episodes_per_second; "
+                "print(episodes_per_second(**json.loads(sys.argv[1])))")
+        arguments = {"base_url": base_url, "model": "scripted", "scenario": env_id, "episodes": episodes, **options}
+        done = subprocess.run([str(VERIFIERS_PYTHON), "-c", code, json.dumps(arguments)], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(VERIFIERS_PYTHON.parents[2])})
+        if done.returncode:
+            raise RuntimeError(f"the verifiers door failed: {done.stderr[-2000:]}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return [(f"{label}: our runner (arena-agent)", rate, "episodes/s"),
+            (f"{label}: verifiers evaluate (vf-eval)", float(done.stdout.split()[-1]), "episodes/s")]
 
 
 SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
@@ -471,6 +540,7 @@ RATIOS = (
     ("Foraging B=8192, num_workers=2, copy=False", "Foraging B=8192, num_workers=1 (the native batch)"),
     ("Foraging B=8192, num_workers=2", "CartPole-v1 native vector env B=4096 (reference)"),
     (TRAINING_ROW, TRAINING_ENV_ROW),
+    (TRAINING_ROW, TRAINING_SYNC_ROW),
     ("Foraging native batch B=4096", "Foraging SyncVectorEnv of 64 single envs"),
     ("Foraging native batch B=4096", "CartPole-v1 native vector env B=4096 (reference)"),
     ("Foraging native batch B=4096", "Foraging single env (gym.make)"),
@@ -494,6 +564,10 @@ RATIOS = (
      "Doors: Treasure Hunt easy, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
     ("Doors: Foraging, 20 replies, 32 scripted episodes: TRL environment_factory",
      "Doors: Foraging, 20 replies, 32 scripted episodes: chat sessions (arena-agent, arena-train)"),
+    ("Doors: Treasure Hunt easy, 32 scripted episodes over HTTP: verifiers evaluate (vf-eval)",
+     "Doors: Treasure Hunt easy, 32 scripted episodes over HTTP: our runner (arena-agent)"),
+    ("Doors: Foraging, 20 replies, 32 scripted episodes over HTTP: verifiers evaluate (vf-eval)",
+     "Doors: Foraging, 20 replies, 32 scripted episodes over HTTP: our runner (arena-agent)"),
     ("Treasure Hunt 64 oracle episodes, 8 at once: MCP door (arena-serve, OpenEnv MCPToolClient)",
      "Treasure Hunt 64 oracle episodes, 8 at once: our runner (run_episodes, ChatPool)"),
     # how much slower a bystander's step is beside four clients sending stall messages
@@ -535,16 +609,59 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
                         help=f"sections to run (default all): {', '.join(SECTIONS)}; a scenario's section also "
                              "by any spelling of its name (Foraging-v0, team_capture_v0 ...)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--against", metavar="REV",
+                        help="also measure the sections on a git worktree of REV (a commit, HEAD~1...) in the same "
+                             "run, in turns with this checkout, and give each row's ratio to REV's")
     args = parser.parse_args(argv)
-    rows: list[tuple[str, float, str]] = []
-    for name in dict.fromkeys(section(name) for name in args.only or SECTIONS):  # each section once
-        rows += SECTIONS[name](args.seconds)
-    print(format_table(rows), flush=True)
+    sections = list(dict.fromkeys(section(name) for name in args.only or SECTIONS))  # each section once
+    if args.against:
+        rows, ratios = against(args.against, sections, args.seconds)
+        print(format_table(rows) + "\n\n" + "\n".join(ratios), flush=True)
+    else:
+        rows = [row for name in sections for row in SECTIONS[name](args.seconds)]
+        print(format_table(rows), flush=True)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # the docs' runs/bench.json, on a fresh checkout
         with open(args.json, "w") as fh:
             json.dump([{"row": n, "rate": r, "unit": u} for n, r, u in rows], fh, indent=2)
     return rows
+
+
+def against(rev: str, sections: list[str], seconds: float,
+            rounds: int = 2) -> tuple[list[tuple[str, float, str]], list[str]]:
+    """``sections`` measured on this checkout and on a ``git worktree`` of ``rev``, each in a process of its
+    own, taking turns ``rounds`` times (so that the machine's drifting load favours neither): each row's
+    median over the rounds, this checkout's as ``ROW`` and ``rev``'s as ``ROW @rev``, and their ratios."""
+    import os
+    import statistics
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+        base = Path(tmp) / "base"
+        made = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(base), rev],
+                              capture_output=True, text=True)
+        if made.returncode:
+            raise SystemExit(f"arena-bench: --against {rev}: {made.stderr.strip()}")
+        measured: dict[str, list[tuple[str, float, str]]] = {}
+        try:
+            for _ in range(rounds):
+                for label, tree in (("", root), (f" @{rev}", base)):
+                    out = Path(tmp) / "rows.json"
+                    subprocess.run([sys.executable, "-m", "arena_envs.bench", "--only", *sections, "--seconds",
+                                    str(seconds), "--json", str(out)], env={**os.environ, "PYTHONPATH": str(tree)},
+                                   check=True, stdout=subprocess.DEVNULL)
+                    for row in json.loads(out.read_text()):
+                        measured.setdefault(row["row"] + label, []).append((row["row"] + label, row["rate"],
+                                                                            row["unit"]))
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(base)], capture_output=True)
+    rows = [(name, statistics.median(rate for _, rate, _ in runs), runs[0][2]) for name, runs in measured.items()]
+    rates = {name: rate for name, rate, _ in rows}
+    ratios = [f"{name} / {name} @{rev}: {rate / rates[name + f' @{rev}']:,.3g}x" for name, rate, _ in rows
+              if rates.get(name + f" @{rev}")]
+    return rows, ratios
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""A real browser for tests: Debian's headless Chromium through the system chromedriver (no download)."""
+"""A real browser for tests: Debian's headless Chromium through the system chromedriver (no download),
+and what the tests read from an ``arena-view`` page in it."""
 
 from __future__ import annotations
 
@@ -26,3 +27,25 @@ def chromium(profile: Path) -> Iterator[webdriver.Chrome]:
         yield driver
     finally:
         driver.quit()
+
+
+# -- an arena-view page ------------------------------------------------------------------------
+
+
+def canvas_pixels(browser: webdriver.Chrome) -> str:
+    return browser.execute_script("return document.getElementById('world').toDataURL()")
+
+
+def scrub_to(browser: webdriver.Chrome, tick: int) -> None:
+    """Move the timeline as a user does: the range input's value, then its input event."""
+    browser.execute_script("const s = document.getElementById('scrubber'); s.value = arguments[0];"
+                           "s.dispatchEvent(new Event('input'));", tick)
+
+
+def agents_drawn(browser: webdriver.Chrome) -> list[list[int]]:
+    return browser.execute_script("return arenaView.agentPixels()")
+
+
+def drawn_colour(browser: webdriver.Chrome, x: int, y: int) -> list[int]:
+    return browser.execute_script("return Array.from(document.getElementById('world').getContext('2d')"
+                                  ".getImageData(arguments[0], arguments[1], 1, 1).data).slice(0, 3)", x, y)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMEDRIVER, CHROMIUM, chromium
+from browser_helpers import CHROMEDRIVER, CHROMIUM, agents_drawn, canvas_pixels, chromium, drawn_colour, scrub_to
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -70,25 +70,6 @@ def open_episode(browser, url: str, scenario: str, agent: str | None = None) -> 
     episode = int(row.get_attribute("data-id"))
     WebDriverWait(browser, 20).until(lambda d: d.execute_script("return arenaView.view.id") == episode)
     return episode
-
-
-def canvas_pixels(browser) -> bytes:
-    return browser.execute_script("return document.getElementById('world').toDataURL()")
-
-
-def scrub_to(browser, tick: int) -> None:
-    """Move the timeline as a user does: the range input's value, then its input event."""
-    browser.execute_script("const s = document.getElementById('scrubber'); s.value = arguments[0];"
-                           "s.dispatchEvent(new Event('input'));", tick)
-
-
-def agents_drawn(browser) -> list[list[int]]:
-    return browser.execute_script("return arenaView.agentPixels()")
-
-
-def drawn_colour(browser, x: int, y: int) -> list[int]:
-    return browser.execute_script("return Array.from(document.getElementById('world').getContext('2d')"
-                                  ".getImageData(arguments[0], arguments[1], 1, 1).data).slice(0, 3)", x, y)
 
 
 # -- the three kinds of episode --------------------------------------------------------------

@@ -334,8 +334,9 @@ def train(argv: list[str] | None = None) -> Path | None:
             raise UsageError("--vec applies to --algo sb3-ppo only")
         speed = ppo.train(config, out, resume=bool(resume), max_minutes=args.max_minutes,
                           progress=not args.no_progress, on_checkpoint=capture)
+        learner = f", {speed['learner_cpu_seconds']:.1f} s of it the learner's" if speed["async_learner"] else ""
         print(f"{speed['timesteps']:,} steps in {speed['seconds']:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
-              f"{100 * speed['env_share']:.0f}% of the time in the env; "
+              f"{100 * speed['env_share']:.0f}% of the time in the env, {speed['cpu_seconds']:.1f} s of CPU{learner}; "
               f"{score_text(speed['score_mean'], speed['score_episodes'])}; wrote {out}")
         return out
 

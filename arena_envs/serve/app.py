@@ -4,7 +4,8 @@
     serve(app, host="127.0.0.1", port=8000)               # uvicorn, with graceful shutdown
 
 Routes are OpenEnv's (``/ws`` sessions, ``/reset``, ``/step``, ``/state``, ``/schema``,
-``/metadata``, ``/health``, ``/mcp``) plus ``GET /stats`` (sessions, free worlds, steps).
+``/metadata``, ``/health``, ``/mcp``) plus ``GET /stats`` (sessions, free worlds, steps) and
+``/mcp/http`` (MCP's streamable HTTP transport, for any MCP client: :mod:`.mcp_http`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .guard import Guard, GuardMonitor, Limits
 from .hubs import make_hub
+from .mcp_http import mount_mcp
 from .models import ArenaAction, ArenaObservation, ArenaState
 from .sessions import SessionError, SessionHub
 
@@ -54,7 +56,9 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     ``app.state.hub`` and ``app.state.guard`` hold the sessions and the guard's live state.
     """
     limits = limits or Limits()
-    hub = make_hub(scenario, max_sessions, limits.max_http_sessions, **env_kwargs)
+    # worlds of their own for sessions made over OpenEnv's /mcp and for MCP sessions at /mcp/http,
+    # max_http_sessions each, so that neither takes the worlds WebSocket clients need
+    hub = make_hub(scenario, max_sessions, 2 * limits.max_http_sessions, **env_kwargs)
     # OpenEnv's own reaper stays off (session_timeout None): it would free a WebSocket session's
     # world under its open socket. The guard reaps (and closes the socket), see guard.py.
     # OpenEnv counts WebSocket and HTTP-made sessions together: the guard keeps each kind to
@@ -66,6 +70,7 @@ def make_app(scenario: str = "foraging", *, max_sessions: int = 64, limits: Limi
     monitor = GuardMonitor(max_sessions)
     app.state.hub, app.state.guard, app.state.limits = hub, monitor, limits
     app.add_middleware(Guard, limits=limits, monitor=monitor)
+    mount_mcp(app, hub, limits)  # /mcp/http: MCP's own transport, for any MCP client (mcp_http.py)
 
     @app.exception_handler(SessionError)
     async def session_error(request: Request, error: SessionError) -> JSONResponse:

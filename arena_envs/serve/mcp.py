@@ -9,7 +9,8 @@ OpenEnv (RFC 003) gives an environment two doors for tools, and a served session
   made by ``openenv/session/create`` (what ``openenv.core.mcp_client.MCPToolClient`` sends): OpenEnv's
   server calls the session's ``mcp_client``, here a :class:`SessionTools`.
 
-The tools are the schemas the session already sends at reset (the universal tools, or the hunt's);
+A plain MCP client (MCP's own ``initialize`` handshake, streamable HTTP) uses ``/mcp/http`` instead
+(:mod:`.mcp_http`). The tools are the schemas the session already sends at reset (the universal tools, or the hunt's);
 a call is one step of the session's world, through the same batched pool as any other step.
 ``reset``, ``step``, ``state`` and ``close`` stay reserved: no tool may take those names, so that
 only the harness, never the agent, starts and ends episodes.
