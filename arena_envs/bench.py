@@ -282,7 +282,8 @@ def serve_rows(seconds: float) -> list[tuple[str, float, str]]:
 
 
 def serve_stall_rows(seconds: float) -> list[tuple[str, float, str]]:
-    """A served session's step latency alone and beside clients sending stall messages (needs ``serve``)."""
+    """A served session's step latency alone, beside clients sending stall messages and beside
+    slowloris sockets from another address, with the new sessions refused under each (needs ``serve``)."""
     from arena_envs.serve.bench import stall_rows
 
     return stall_rows(seconds)
@@ -555,6 +556,8 @@ RATIOS = (
     ("Serve foraging 256 sessions: arena-serve", "Serve foraging 256 sessions: stock server, envs stepped inline"),
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: subprocess per call"),
     ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: no jail"),
+    # what the memory cgroup and seccomp cost a jailed call (issue 34: at most 20%)
+    ("Sandbox calls, 16 ids: bwrap jail", "Sandbox calls, 16 ids: bwrap jail without memory cgroup and seccomp"),
     ("Sandbox cold start of an id: bwrap jail, p50", "Sandbox cold start of an id: subprocess per call, p50"),
     ("Foraging native batch B=64, RecordEpisodes on", "Foraging native batch B=64, RecordEpisodes off"),
     ("Doors: Treasure Hunt easy, 32 scripted episodes: TRL environment_factory",
@@ -569,6 +572,8 @@ RATIOS = (
      "Treasure Hunt 64 oracle episodes, 8 at once: our runner (run_episodes, ChatPool)"),
     # how much slower a bystander's step is beside four clients sending stall messages
     ("Serve foraging bystander beside 4 stall attackers p99", "Serve foraging bystander alone p99"),
+    ("Serve foraging bystander beside 200 slowloris sockets from another address p99",
+     "Serve foraging bystander alone p99"),
     # CPU per step: how many times more of it a step costs the stock server than arena-serve
     ("Serve foraging 256 sessions: stock OpenEnv server CPU", "Serve foraging 256 sessions: arena-serve CPU"),
 )

@@ -3,14 +3,16 @@
 Each round runs every fuzz suite with ``EXAMPLES`` hostile examples per test, then
 :func:`sandbox_round`: ``SANDBOX_IDS`` ids on a pool of ``PythonSandboxEnv`` jails, each
 with state kept over its calls, some of them hostile (a fork bomb, a crash, a scribble on
-the reply channel, a child left running); every answer is checked, so a lost or shifted
-one fails the soak. Between rounds the process's resident memory, open descriptors and
+the reply channel, a child left running, and issue 34's: memfd past the memory cgroup, the
+keyring and a user namespace refused by seccomp, a lock on the interpreter's files that must
+not block the host's, a forged reply, a 100 MB error); every answer is checked, so a lost or
+shifted one fails the soak. Between rounds the process's resident memory, open descriptors and
 child processes are printed, so a leak in the code under test shows as growth from round
 to round (Hypothesis's own bookkeeping of a test's examples is freed when the test ends,
 so within a round memory may rise and fall).
 
 Each round also drives an ``arena-serve`` process (started once, its real entry point) with
-clients that open, step and close sessions while others abuse it (stall messages read off
+clients that open, step and close sessions, alone and then while others abuse it (stall messages read off
 the loop, sessions that only ask for their state; from other loopback addresses, 200
 slowloris sockets, HTTP-made sessions held by sockets, an address taking all the sessions
 it may, malformed frames of every shape). Each good client has an address of its own.
@@ -19,6 +21,8 @@ have got every answer (none kept out), and the server's resident memory must sta
 growth past ``SERVER_GROWTH_MB`` after the first round fails the soak.
 
 The chat suite's Hypothesis strategy over whole replies runs at ``CHAT_EXAMPLES`` a round.
+At the end the resident memory of the server and of the soak process (which holds the
+pools) at start and end, and the jails' own, are printed in one line.
 """
 
 from __future__ import annotations
@@ -43,36 +47,64 @@ SUITES = ["test_toollayer_fuzz.py", "test_treasure_hunt_fuzz.py", "test_pool_pro
 EXAMPLES = 500
 CHAT_SUITE, CHAT_EXAMPLES = "test_llm_chat_fuzz.py", 10_000
 SANDBOX_IDS, SANDBOX_POOL = 96, 8
-HOSTILE = [  # what one id in four runs before its checked calls (each ends its own jail or not)
-    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
-    "import ctypes; ctypes.string_at(0)",
-    "import os\nfor fd in range(3, 32):\n    try:\n        os.write(fd, b'junk')\n    except OSError:\n        pass",
-    "import subprocess; subprocess.Popen(['sleep', '1000'], start_new_session=True)",
-    # issue 34: past the jail's memory (memfd), a forged reply with the real one silenced and late
-    # output, a 100 MB error message, the keyring and a new user namespace, locks on shared files
-    "import os\nfor _ in range(8):\n    fd = os.memfd_create('hoard')\n    for _ in range(60):\n"
-    "        os.write(fd, b'x' * 2**20)",
-    "import os, sys, time\nworker = sys._getframe(1)\nframe = worker.f_globals['frame']\n"
-    "os.write(worker.f_locals['replies'], frame(worker.f_locals['seq']))\n"
-    "def once(seq, payload=b''):\n    worker.f_globals['frame'] = frame\n    return b''\n"
-    "worker.f_globals['frame'] = once\ntime.sleep(0.2)\nprint('late')",
-    "raise ValueError('x' * 100_000_000)",
-    "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall(248, b'user', b'soak', b'x', 1, -4)\n"
-    "libc.syscall(272, 0x10000000)",
-    "import fcntl, json\nkept_locks = [open(json.__file__), open('/dev/null', 'w')]\n"
-    "for f in kept_locks:\n    fcntl.flock(f, fcntl.LOCK_EX)",
+# What one id in four runs before its checked calls (each ends its own jail or not), and what its
+# answer must hold (None: anything, the calls after it are checked). Issue 34's: past the jail's
+# memory (memfd; its memory cgroup), a forged reply with the real one silenced and late output, a
+# 100 MB error message, the keyring and a new user namespace (seccomp), locks on the interpreter's
+# files (each jail's own overlay: the host's lock on the same file is checked to go through).
+LOCK_HOSTILE = "import fcntl, json\nkept_locks = [open(json.__file__), open('/dev/null', 'w')]\n" \
+    "for f in kept_locks:\n    fcntl.flock(f, fcntl.LOCK_EX)"
+HOSTILE: list[tuple[str, str | None]] = [
+    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", None),
+    ("import ctypes; ctypes.string_at(0)", None),
+    ("import os\nfor fd in range(3, 32):\n    try:\n        os.write(fd, b'junk')\n    except OSError:\n"
+     "        pass", None),
+    ("import subprocess; subprocess.Popen(['sleep', '1000'], start_new_session=True)", None),
+    ("import os\nfor _ in range(8):\n    fd = os.memfd_create('hoard')\n    for _ in range(60):\n"
+     "        os.write(fd, b'x' * 2**20)", "the jail ran out of memory"),
+    ("import os, sys, time\nworker = sys._getframe(1)\nframe = worker.f_globals['frame']\n"
+     "os.write(worker.f_locals['replies'], frame(worker.f_locals['seq']))\n"
+     "def once(seq, payload=b''):\n    worker.f_globals['frame'] = frame\n    return b''\n"
+     "worker.f_globals['frame'] = once\ntime.sleep(0.2)\nprint('late')", None),
+    ("raise ValueError('x' * 100_000_000)", "ValueError: xxxx"),
+    ("import ctypes\nlibc = ctypes.CDLL(None)\n"
+     "print(libc.syscall(248, b'user', b'soak', b'x', 1, -4), libc.syscall(272, 0x10000000))", "-1 -1\n"),
+    (LOCK_HOSTILE, None),
 ]
 
 
-def sandbox_round() -> int:
-    """Run SANDBOX_IDS ids on SANDBOX_POOL sandboxes; return how many answers were wrong (and print them)."""
+def host_can_lock() -> bool:
+    """Whether this (host) process can take the lock a jail holds on its view of ``json``'s file."""
+    import fcntl
+    import json as json_module
+
+    with open(json_module.__file__) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True
+
+
+def sandbox_round(ids: int = SANDBOX_IDS) -> tuple[int, float]:
+    """Run ``ids`` ids on SANDBOX_POOL sandboxes; how many answers were wrong (each printed),
+    and the jails' resident memory (MB, all their processes) while every one of them was alive."""
     from arena_envs.tools import PythonSandboxEnv, ResourcePool
 
     pool = ResourcePool(lambda: PythonSandboxEnv(time_limit=2, max_processes=32), size=SANDBOX_POOL, timeout=600)
 
     async def episode(n: int) -> int:
+        wrong = 0
         if n % 4 == 0:
-            await pool.call(HOSTILE[n // 4 % len(HOSTILE)], id=n)
+            code, expected = HOSTILE[n // 4 % len(HOSTILE)]
+            got = await pool.call(code, id=n)
+            if expected is not None and expected not in got:
+                print(f"sandbox id {n}: hostile code's answer lacks {expected!r}: {got[:200]!r}", flush=True)
+                wrong += 1
+            if code == LOCK_HOSTILE and not host_can_lock():  # the jail still holds its lock now
+                print(f"sandbox id {n}: a jail's flock blocked the host's", flush=True)
+                wrong += 1
         answers = [(await pool.call(f"total = {n}", id=n), "")]
         for k in range(3):
             answers.append((await pool.call(f"total = total * 31 + {k}\nprint(total)", id=n), f"{_total(n, k)}\n"))
@@ -80,12 +112,13 @@ def sandbox_round() -> int:
         for got, expected in answers:
             if got != expected:
                 print(f"sandbox id {n}: expected {expected!r}, got {got!r}", flush=True)
-        return sum(got != expected for got, expected in answers)
+        return wrong + sum(got != expected for got, expected in answers)
 
-    async def main() -> int:
-        wrong = sum(await asyncio.gather(*(episode(n) for n in range(SANDBOX_IDS))))
+    async def main() -> tuple[int, float]:
+        wrong = sum(await asyncio.gather(*(episode(n) for n in range(ids))))
+        jails = tree_rss_mb() - rss_mb()  # every jail made is alive until aclose
         await pool.aclose()
-        return wrong
+        return wrong, jails
 
     return asyncio.run(main())
 
@@ -101,6 +134,19 @@ def children() -> int:
     """This process's child processes (the jails' bwrap processes among them)."""
     with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as fh:
         return len(fh.read().split())
+
+
+def tree_rss_mb(pid: int | None = None) -> float:
+    """Resident memory of process ``pid`` (this one by default) and of all its descendants (MB)."""
+    pid = pid or os.getpid()
+    total = rss_mb(pid)
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                for child in fh.read().split():
+                    with contextlib.suppress(OSError):
+                        total += tree_rss_mb(int(child))
+    return total
 
 
 SERVER_GROWTH_MB = 40.0
@@ -286,6 +332,8 @@ def main(minutes: float) -> int:
     args = ["-q", "-p", "no:cacheprovider", "-p", "no:nbmake", "--soak", str(EXAMPLES), "-o", "addopts=",
             *(str(here / suite) for suite in SUITES)]
     server, round_, baseline = Server(), 0, None
+    start = {"server": rss_mb(server.process.pid), "soak": rss_mb()}  # the soak process holds the pools
+    jails: list[float] = []
     end = time.monotonic() + 60 * minutes
     try:
         while round_ == 0 or time.monotonic() < end:  # one round at least
@@ -294,24 +342,30 @@ def main(minutes: float) -> int:
             chat = pytest.main([*args[:args.index("--soak") + 1], str(CHAT_EXAMPLES), "-o", "addopts=",
                                 "--timeout", "0", str(here / CHAT_SUITE)])  # 10,000 examples take minutes
             code = code or chat
-            wrong = sandbox_round()
+            wrong, jail_memory = sandbox_round()
+            jails.append(jail_memory)
             gc.collect()
             print(f"soak round {round_}: exit {int(code)}, sandbox answers wrong {wrong}, resident memory "
-                  f"{rss_mb():.0f} MB, open descriptors {len(os.listdir('/proc/self/fd'))}, child processes "
-                  f"{children()}", flush=True)
+                  f"{rss_mb():.0f} MB (its {SANDBOX_POOL} jails {jail_memory:.0f} MB more while alive), open "
+                  f"descriptors {len(os.listdir('/proc/self/fd'))}, child processes {children()}", flush=True)
             if code != 0 or wrong:
                 return int(code) or 1
-            problems = serve_round(server, abuse=round_ % 2 == 0)  # with and without abuse, in turn
-            memory = rss_mb(server.process.pid)
-            baseline = memory if baseline is None else baseline
-            print(f"soak round {round_}: server {server.stats()['steps']} steps in all, "
-                  f"{len(problems)} problems, resident memory {memory:.0f} MB", flush=True)
-            if problems:
-                print("\n".join(problems[:20]), flush=True)
-                return 1
-            if memory > baseline + SERVER_GROWTH_MB:
-                print(f"the server grew from {baseline:.0f} to {memory:.0f} MB", flush=True)
-                return 1
+            for abuse in (False, True):  # every round: clients alone, then beside the abusers
+                problems = serve_round(server, abuse=abuse)
+                memory = rss_mb(server.process.pid)
+                baseline = memory if baseline is None else baseline
+                print(f"soak round {round_}{' (abused)' if abuse else ''}: server {server.stats()['steps']} steps "
+                      f"in all, {len(problems)} problems, resident memory {memory:.0f} MB", flush=True)
+                if problems:
+                    print("\n".join(problems[:20]), flush=True)
+                    return 1
+                if memory > baseline + SERVER_GROWTH_MB:
+                    print(f"the server grew from {baseline:.0f} to {memory:.0f} MB", flush=True)
+                    return 1
+        print(f"soak: {round_} rounds; resident memory of the server {start['server']:.0f} MB at start, "
+              f"{baseline:.0f} MB after its first round, {rss_mb(server.process.pid):.0f} MB at the end; of the "
+              f"soak process (the pools) {start['soak']:.0f} MB at start, {rss_mb():.0f} MB at the end; of a "
+              f"round's {SANDBOX_POOL} jails {min(jails):.0f}-{max(jails):.0f} MB", flush=True)
     finally:
         server.close()
     return 0

@@ -70,6 +70,8 @@ def test_a_call_whose_reading_raises_fails_alone_with_a_clear_error():
 
     pool, (first, bad, last), again = asyncio.run(main())
     assert isinstance(bad, ToolCallError), repr(bad)
+    assert str(bad).startswith("the tool call could not be read: "), str(bad)  # and what went wrong, by its type
+    assert type(bad.__cause__).__name__ in str(bad) and "NoneType" not in str(bad)
     assert first.observation.last_action_result.success and last.observation.last_action_result.success
     assert again.observation.tick == 1  # the unreadable call did not step its world
     assert_consistent(pool)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from arena_envs.llm import validate_messages
+from arena_envs.llm import TranscriptError, validate_messages
 from arena_envs.llm.cli import main as arena_agent_main
 from arena_envs.llm.cli import run as arena_agent
 from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, LlamaServerError, server_available
@@ -31,10 +32,12 @@ SCENARIOS = ("arena_envs/Foraging-v0", "arena_envs/Crafting-v0", "arena_envs/Tre
 # function-calling format), and two text formats read by our parsers from a model that was only
 # shown the tools in its prompt (this GGUF's own template drops tools=).
 FORMATS = {
-    "openai": ["--model", "smollm2-tools", "--format", "openai", "--tool-choice", "auto"],
+    "openai": ["--model", "smollm2-tools", "--format", "openai"],
     "hermes": ["--model", "smollm2", "--format", "hermes", "--no-tools"],
     "json": ["--model", "smollm2", "--format", "json", "--no-tools"],
 }
+# The other text formats, each run once (on Treasure Hunt) with its call forced the same way.
+MORE_FORMATS = ("qwen3_xml", "llama3_json", "mistral", "bare_name")
 SHORT = ["--episodes", "1", "--concurrency", "1", "--max-turns", "2", "--max-tokens", "48", "--quiet"]
 
 
@@ -61,21 +64,149 @@ def accepted_by(server: LlamaServer, model: str, transcript: dict) -> None:
     client.chat.completions.create(model=model, messages=transcript["messages"], max_tokens=1, **tools)
 
 
+def scenario_tools(env_id: str) -> list[dict]:
+    """The tool schemas a scenario's chat sessions show the model."""
+    from arena_envs.tools import registry
+    from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS
+
+    return TREASURE_HUNT_TOOL_SCHEMAS if "TreasureHunt" in env_id else registry.tool_schemas()
+
+
+def short(schema: dict) -> dict:
+    """``schema`` with its strings and arrays kept short, so that a forced call fits in a few dozen tokens
+    (and without move_to's ``oneOf`` of argument sets, which llama.cpp's converter cannot read)."""
+    bounded = {key: short(value) if isinstance(value, dict) else value for key, value in schema.items()
+               if key != "oneOf"}
+    if "properties" in schema:
+        bounded["properties"] = {name: short(value) for name, value in schema["properties"].items()}
+    if schema.get("type") == "string" and "enum" not in schema:
+        bounded["maxLength"] = 12
+    if schema.get("type") == "array":
+        bounded["maxItems"] = 3
+    return bounded
+
+
+# text formats whose call is one JSON object: (the object's name key, its arguments key, what wraps it)
+JSON_CALLS = {"hermes": ("name", "arguments", '"<tool_call>\\n" call "\\n</tool_call>"'),
+              "json": ("tool", "params", '"```json\\n" call "\\n```"'),
+              "llama3_json": ("name", "parameters", "call"),
+              "mistral": ("name", "arguments", '"[TOOL_CALLS][" call "]"')}
+XML_VALUES = {"string": '[a-zA-Z0-9_./]{1,12}', "number": '"-"? [0-9]{1,3} ("." [0-9]{1,2})?',
+              "integer": "[0-9]{1,3}", "boolean": '("true" | "false")'}
+
+
+def call_grammar(fmt: str, tools: list[dict]) -> str:
+    """A GBNF grammar whose every sentence is one call of ``tools`` written in ``fmt``: sent as
+    llama.cpp's ``grammar``, it makes the model write a well-formed call (which tool and which
+    arguments stay the model's choice). The JSON formats' calls come from llama.cpp's own
+    JSON-schema converter, over the tools' own parameter schemas."""
+    functions = [tool["function"] for tool in tools]
+    literal = json.dumps
+    if fmt == "bare_name":  # a name alone: the tools that need no argument
+        return "root ::= " + " | ".join(literal(f["name"]) for f in functions if not f["parameters"].get("required"))
+    if fmt == "qwen3_xml":
+        rules, names = [], []
+        for k, function in enumerate(functions):
+            properties, required = function["parameters"]["properties"], function["parameters"].get("required", [])
+            parameters = []
+            for key, spec in properties.items():
+                if spec.get("type") not in XML_VALUES and "enum" not in spec:
+                    continue  # a list or object: left out (optional in these tools)
+                value = (" | ".join(literal(str(v)) for v in spec["enum"]) if "enum" in spec
+                         else XML_VALUES[spec["type"]])
+                parameter = f'"<parameter={key}>\\n" ({value}) "\\n</parameter>\\n"'
+                parameters.append(parameter if key in required else f"({parameter})?")
+            rules.append(f'f{k} ::= "<function={function["name"]}>\\n" {" ".join(parameters)} "</function>"')
+            names.append(f"f{k}")
+        return "\n".join([f'root ::= "<tool_call>\\n" ({" | ".join(names)}) "\\n</tool_call>"', *rules])
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    name_key, arguments_key, wrapped = JSON_CALLS[fmt]
+    schema = {"oneOf": [{"type": "object", "properties": {name_key: {"const": f["name"]},
+                                                          arguments_key: short(f["parameters"])},
+                         "required": [name_key, arguments_key], "additionalProperties": False} for f in functions]}
+    grammar = re.sub(r"^root ::=", "call ::=", json_schema_to_gbnf(json.dumps(schema)), count=1, flags=re.M)
+    return f"root ::= {wrapped}\n{grammar}"
+
+
+# the tool llama.cpp's function-calling format is told to call (OpenAI's tool_choice object)
+FORCED_TOOL = {"arena_envs/TreasureHunt-v0": "ls"}
+
+
+def forced(fmt: str, env_id: str) -> list[str]:
+    """arena-agent's options that make the real model write a call of ``fmt``: for native calls a
+    named ``tool_choice`` (llama.cpp constrains the reply to that tool's arguments), for text
+    formats a grammar in the request's body."""
+    # room for a whole call, whichever tool and arguments the model picks, and time for a grammar-bound
+    # reply to a long prompt (Crafting's, its tools listed in it) on a shared machine: over 120 s at load 9
+    room = ["--max-tokens", "128", "--timeout", "900"]
+    if fmt == "openai":
+        return [*room, "--tool-choice", FORCED_TOOL.get(env_id, "query_world")]
+    return [*room, "--extra-body", json.dumps({"grammar": call_grammar(fmt, scenario_tools(env_id))})]
+
+
+def assert_calls_parsed_ran_and_paired(record: dict, fmt: str) -> None:
+    """Every reply held a call of ``fmt`` that was read, declared and answered by a tool message:
+    pairing is judged by our ``validate_messages`` (llama.cpp's server takes any tool_call_id)."""
+    assert record["formats"] == {fmt: record["turns"]}, record["formats"]  # no reply went unread
+    assert record["unreadable_calls"] == 0
+    messages = record["messages"]
+    validate_messages(messages, record["tools"] or None)
+    declared = [call["id"] for message in messages for call in message.get("tool_calls", [])]
+    answered = [message["tool_call_id"] for message in messages if message["role"] == "tool"]
+    assert len(declared) >= record["turns"] >= 1 and answered == declared  # each call ran, once
+    not_run = record["invalid_calls"].get("NOT_RUN", 0)
+    assert len(declared) > not_run  # at least one of them ran in the world
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("env_id", SCENARIOS)
 def test_every_scenario_plays_to_the_end_on_the_real_model_with_transcripts_it_accepts(llama, tmp_path, env_id,
                                                                                        fmt):
     out = tmp_path / "run"
     status = asyncio.run(arena_agent([env_id, "--base-url", llama.base_url, *FORMATS[fmt], *SHORT,
-                                      "--temperature", "0.7", "--seed", "3", "--out", str(out)]))
+                                      *forced(fmt, env_id), "--temperature", "0.7", "--seed", "3", "--out", str(out)]))
     assert status == 0, llama.log_tail()
     (record,) = records(out)
     assert record["error"] is None, record["error"]  # nothing of ours refused, nothing retried
     assert record["retries"] == 0 and record["turns"] >= 1
     assert all(reason in ("stop", "length", "tool_calls") for reason in record["finish_reasons"])
-    for transcript in transcripts(out):
-        validate_messages(transcript["messages"], transcript.get("tools"))
-        accepted_by(llama, FORMATS[fmt][1], transcript)
+    (transcript,) = transcripts(out)
+    assert_calls_parsed_ran_and_paired({**record, **transcript}, fmt)
+    accepted_by(llama, FORMATS[fmt][1], transcript)
+
+
+@pytest.mark.parametrize("fmt", MORE_FORMATS)
+def test_each_other_text_format_gets_calls_from_the_real_model_that_are_read_and_run(llama, tmp_path, fmt):
+    env_id = "arena_envs/TreasureHunt-v0"
+    out = tmp_path / "run"
+    status = asyncio.run(arena_agent([env_id, "--base-url", llama.base_url, "--model", "smollm2", "--format", fmt,
+                                      "--no-tools", *SHORT, *forced(fmt, env_id), "--max-turns", "1",
+                                      "--temperature", "0.7", "--seed", "3", "--out", str(out)]))
+    assert status == 0, llama.log_tail()
+    (record,) = records(out)
+    assert record["error"] is None, record["error"]
+    (transcript,) = transcripts(out)
+    assert_calls_parsed_ran_and_paired({**record, **transcript}, fmt)
+    accepted_by(llama, "smollm2", transcript)
+
+
+def test_the_real_server_takes_a_tool_answer_to_an_undeclared_call_and_validate_messages_refuses_it(llama):
+    """llama.cpp renders whatever tool_call_id it is given: it cannot judge pairing; we do."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "List the files."},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "start.txt"},
+                {"role": "assistant", "content": "", "tool_calls": [{**call, "id": "call_2"}]},
+                {"role": "tool", "tool_call_id": "call_7", "content": "start.txt"}]  # answers no call
+    client = openai.OpenAI(base_url=llama.base_url, api_key="unused", timeout=300, max_retries=0)
+    for model in ("smollm2", "smollm2-tools"):
+        reply = client.chat.completions.create(model=model, messages=messages, max_tokens=1)
+        assert reply.choices[0].finish_reason in ("stop", "length")  # accepted and answered
+    validate_messages(messages[:3])  # the well-paired part is valid
+    with pytest.raises(TranscriptError, match="tool_call_id 'call_7' answers no call") as refused:
+        validate_messages(messages)
+    assert refused.value.index == 4 and refused.value.rule == "tool-answers-call"
 
 
 def test_a_run_stopped_by_sigint_keeps_its_episodes_and_resume_completes_it_as_unbroken(llama, tmp_path):

@@ -47,7 +47,14 @@ def test_the_stall_benchmark_measures_a_bystander_alone_and_beside_attackers():
     script = str(Path(sys.executable).parent / "arena-bench")
     run = subprocess.run([script, *command[1:3], "--seconds", "0.3"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    for label in ("alone", "beside 4 stall attackers"):
+    slowloris = "beside 200 slowloris sockets from another address"
+    for label in ("alone", "beside 4 stall attackers", slowloris):
         for quantile in ("p50", "p99"):
             assert f"Serve foraging bystander {label} {quantile}" in run.stdout
     assert "beside 4 stall attackers p99 / Serve foraging bystander alone p99" in run.stdout
+    assert f"{slowloris} p99 / Serve foraging bystander alone p99" in run.stdout
+    refused = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in run.stdout.splitlines()
+               if "new sessions refused" in line}
+    # under either attack, every new session of the bystander's (on its own address) was let in
+    assert refused == {f"Serve foraging bystander {label}: new sessions refused": "0"
+                       for label in ("beside 4 stall attackers", slowloris)}, run.stdout

@@ -28,8 +28,9 @@ Rules (the ``rule`` of the error):
 - ``calls-answered``: every declared call is answered before any other message (and before the end).
 - ``tools``: ``tools``, when given, are OpenAI function schemas with distinct names.
 
-OpenAI's API and llama.cpp's server refuse a request that breaks any of these (llama.cpp also
-refuses ``null`` content with ``tool_calls``, hence the ``null_content`` default).
+OpenAI's API refuses a request that breaks any of these; llama.cpp's server refuses ``null`` content
+with ``tool_calls`` (hence the ``null_content`` default) but takes a tool message for a call never
+declared, so it cannot judge pairing (tests/test_real_model.py shows both).
 """
 
 from __future__ import annotations

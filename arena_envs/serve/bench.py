@@ -358,12 +358,23 @@ STALL = '{"a":[' * 199 + "1," * 31000
 ATTACKERS = 4
 
 
+BYSTANDER, SLOWLORIS = "127.0.0.3", "127.0.0.2"
+"""The loopback addresses of the bystander and of the slowloris attacker (the server's caps are per address)."""
+SLOWLORIS_SOCKETS = 200
+FRESH_SESSIONS = 20
+
+
+def _dial(url: str, address: str) -> socket.socket:
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=30, source_address=(address, 0))
+
+
 def _bystander_latencies(url: str, seconds: float) -> list[float]:
-    """One session's plain step latencies (s), stepping for ``seconds``."""
+    """One session's plain step latencies (s), stepping for ``seconds``, from the bystander's address."""
     from websockets.sync.client import connect
 
     latencies: list[float] = []
-    with connect(url) as ws:
+    with connect(url, sock=_dial(url, BYSTANDER)) as ws:
         ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
         ws.recv(timeout=60)
         end = time.monotonic() + seconds
@@ -378,10 +389,28 @@ def _bystander_latencies(url: str, seconds: float) -> list[float]:
     return latencies
 
 
+def _fresh_sessions_refused(url: str, sessions: int = FRESH_SESSIONS) -> int:
+    """Of ``sessions`` new sessions opened one after another from the bystander's address, how
+    many were refused (at the handshake, or without an observation for their reset)."""
+    from websockets.sync.client import connect
+
+    refused = 0
+    for k in range(sessions):
+        try:
+            with connect(url, sock=_dial(url, BYSTANDER), open_timeout=30) as ws:
+                ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
+                refused += json.loads(ws.recv(timeout=60))["type"] != "observation"
+        except Exception:  # noqa: BLE001 - a refusal of any kind counts
+            refused += 1
+    return refused
+
+
 def stall_rows(seconds: float, scenario: str = "foraging") -> list[tuple[str, float, str]]:
     """``arena-bench --only serve_stall``: a bystander's p50/p99 plain step alone, then beside
     :data:`ATTACKERS` clients sending :data:`STALL` back to back (read in the server's reader
-    process, off its event loop)."""
+    process, off its event loop), then beside :data:`SLOWLORIS_SOCKETS` half-open sockets from
+    another address (the server's per-address caps); under each attack, also how many of
+    :data:`FRESH_SESSIONS` new sessions of the bystander's were refused (none should be)."""
     import threading
 
     from websockets.sync.client import connect
@@ -390,7 +419,7 @@ def stall_rows(seconds: float, scenario: str = "foraging") -> list[tuple[str, fl
     with server_process("arena", scenario, 8) as server:
         stop = threading.Event()
 
-        def attack(k: int) -> None:
+        def stall(k: int) -> None:
             with contextlib.suppress(Exception), connect(server.url, max_size=None) as ws:
                 ws.send(json.dumps({"type": "reset", "data": {"seed": k}}))
                 ws.recv(timeout=60)
@@ -398,17 +427,47 @@ def stall_rows(seconds: float, scenario: str = "foraging") -> list[tuple[str, fl
                     ws.send(json.dumps({"type": "step", "data": {"message": STALL}}))
                     ws.recv(timeout=300)
 
-        for label, attackers in (("alone", 0), (f"beside {ATTACKERS} stall attackers", ATTACKERS)):
+        def slowloris(_: int) -> None:  # half-open sockets, one header line each, renewed when closed
+            held: list[socket.socket] = []
+            while not stop.is_set():
+                held = [sock for sock in held if sock.fileno() >= 0]
+                while len(held) < SLOWLORIS_SOCKETS and not stop.is_set():
+                    try:
+                        sock = _dial(server.url, SLOWLORIS)
+                        sock.sendall(b"GET /health HTTP/1.1\r\n")
+                    except OSError:
+                        break
+                    held.append(sock)
+                stop.wait(0.5)
+                for sock in held:  # the ones the server answered or closed: dropped, dialled again
+                    try:
+                        sock.setblocking(False)
+                        sock.recv(1, socket.MSG_PEEK)
+                    except BlockingIOError:
+                        continue  # still open, still waiting for its request
+                    except OSError:
+                        pass
+                    sock.close()
+            for sock in held:
+                sock.close()
+
+        attacks = (("alone", None, 0), (f"beside {ATTACKERS} stall attackers", stall, ATTACKERS),
+                   (f"beside {SLOWLORIS_SOCKETS} slowloris sockets from another address", slowloris, 1))
+        for label, attack, attackers in attacks:
+            stop.clear()
             threads = [threading.Thread(target=attack, args=(k,), daemon=True) for k in range(attackers)]
             for thread in threads:
                 thread.start()
             if threads:
-                time.sleep(max(seconds, 2.0))  # the reader process is up and busy
+                time.sleep(max(seconds, 2.0))  # the reader process is up and busy, the sockets are open
             latencies = np.array(_bystander_latencies(server.url, max(seconds, 1.0))) * 1e6
+            refused = _fresh_sessions_refused(server.url) if attack is not None else None
             stop.set()
             for thread in threads:
                 thread.join(timeout=300)
             name = f"Serve {scenario} bystander {label}"
             rows += [(f"{name} p50", float(np.percentile(latencies, 50)), "us/step"),
                      (f"{name} p99", float(np.percentile(latencies, 99)), "us/step")]
+            if refused is not None:
+                rows.append((f"{name}: new sessions refused", float(refused), f"of {FRESH_SESSIONS}"))
     return rows
