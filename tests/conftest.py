@@ -32,6 +32,17 @@ def sb3_logs_in_the_session_folder(tmp_path_factory) -> None:
     os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
 
 
+@pytest.fixture(scope="module")
+def llama():
+    """SmolLM2-135M behind llama.cpp's OpenAI server on 127.0.0.1, one per test module (the real-model tier)."""
+    from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, server_available
+
+    if not server_available():
+        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
+    with LlamaServer(threads=2) as server:
+        yield server
+
+
 HALF = 25.0  # default half_size
 IDLE_TOOL = 6
 QUERY_INVENTORY_TOOL = 4

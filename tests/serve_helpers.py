@@ -65,3 +65,22 @@ class ScriptedCaller:
                     if abs(ex - px) < 0.01 and abs(ez - pz) < 0.01:
                         self.names[key][row] = name
                         break
+
+
+def scripted_foraging_episode(seed: int) -> tuple[Any, list[tuple[float, bool, bool]], dict[str, Any]]:
+    """The scripted forager's episode of Foraging-v0 world ``seed``, played in-process: the env (its
+    params and spaces), each step's (reward, terminated, truncated) and the last info. A served
+    episode driven by :class:`ScriptedCaller` from the same seed must match it step for step."""
+    import gymnasium as gym
+
+    import arena_envs  # noqa: F401  (registers the environments)
+    from arena_envs.scripted import ScriptedForager
+
+    env = gym.make("arena_envs/Foraging-v0")
+    obs, _ = env.reset(seed=seed)
+    agent, steps = ScriptedForager(env.unwrapped.scenario.params), []
+    while True:
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs))
+        steps.append((float(reward), terminated, truncated))
+        if terminated or truncated:
+            return env, steps, info

@@ -25,7 +25,7 @@ import pytest
 from arena_envs.llm import TranscriptError, validate_messages
 from arena_envs.llm.cli import main as arena_agent_main
 from arena_envs.llm.cli import run as arena_agent
-from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, LlamaServerError, server_available
+from arena_envs.llm.llama_server import LlamaServer, LlamaServerError
 
 SCENARIOS = ("arena_envs/Foraging-v0", "arena_envs/Crafting-v0", "arena_envs/TreasureHunt-v0", "team_capture_v0")
 # Three ways a model's calls reach us: native tool_calls (llama.cpp's grammar-constrained
@@ -40,13 +40,6 @@ FORMATS = {
 MORE_FORMATS = ("qwen3_xml", "llama3_json", "mistral", "bare_name")
 SHORT = ["--episodes", "1", "--concurrency", "1", "--max-turns", "2", "--max-tokens", "48", "--quiet"]
 
-
-@pytest.fixture(scope="module")
-def llama():
-    if not server_available():
-        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
-    with LlamaServer(threads=2) as server:
-        yield server
 
 
 def records(out: Path) -> list[dict]:

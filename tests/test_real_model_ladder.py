@@ -6,18 +6,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from arena_envs.cli import arena_eval
-from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, server_available
-
-
-@pytest.fixture(scope="module")
-def llama():
-    if not server_available():
-        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
-    with LlamaServer(threads=2) as server:
-        yield server
 
 
 def test_a_smollm2_team_plays_on_the_ladder(llama, tmp_path):

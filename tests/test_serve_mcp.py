@@ -11,7 +11,7 @@ import pytest
 import requests
 from openenv.core import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
-from serve_helpers import ScriptedCaller
+from serve_helpers import ScriptedCaller, scripted_foraging_episode
 from websockets.sync.client import connect
 
 import arena_envs  # noqa: F401
@@ -78,15 +78,8 @@ def test_treasure_hunt_played_to_the_treasure_with_the_oracles_calls(servers):
 
 
 def test_foraging_episode_through_mcp_matches_the_in_process_one(servers):
-    env = gym.make("arena_envs/Foraging-v0")
+    env, local, info = scripted_foraging_episode(11)
     params = env.unwrapped.scenario.params
-    obs, _ = env.reset(seed=11)
-    agent, local = ScriptedForager(params), []
-    while True:
-        obs, reward, terminated, truncated, info = env.step(agent.act(obs))
-        local.append((float(reward), terminated, truncated))
-        if terminated or truncated:
-            break
     caller, remote = ScriptedCaller(ScriptedForager(params), params, env.observation_space), []
     with MCPToolClient(base_url=servers["foraging"]).sync() as client:
         served = client.reset(seed=11, arrays=True).observation.metadata

@@ -13,7 +13,7 @@ import requests
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import McpError
-from serve_helpers import ScriptedCaller
+from serve_helpers import ScriptedCaller, scripted_foraging_episode
 
 import arena_envs  # noqa: F401
 from arena_envs.scripted import ScriptedForager
@@ -82,15 +82,8 @@ def test_treasure_hunt_played_to_the_treasure_with_the_oracles_calls(servers):
 
 
 def test_a_foraging_episode_matches_the_in_process_one(servers):
-    env = gym.make("arena_envs/Foraging-v0")
+    env, local, info = scripted_foraging_episode(11)
     params = env.unwrapped.scenario.params
-    obs, _ = env.reset(seed=11)
-    agent, local = ScriptedForager(params), []
-    while True:
-        obs, reward, terminated, truncated, info = env.step(agent.act(obs))
-        local.append((float(reward), terminated, truncated))
-        if terminated or truncated:
-            break
 
     async def remote():
         caller, played = ScriptedCaller(ScriptedForager(params), params, env.observation_space), []

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from arena_envs.llm import ChatEnv
-from arena_envs.llm.llama_server import INSTALL_HINT, LlamaServer, server_available
 from arena_envs.trl import DEFAULT_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,13 +36,6 @@ def in_verifiers(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(VF_PYTHON), "-c", code], env=verifiers_venv(), capture_output=True, text=True,
                           timeout=300)
 
-
-@pytest.fixture(scope="module")
-def llama():
-    if not server_available():
-        pytest.fail(f"the real-model tier needs llama.cpp's server: {INSTALL_HINT}")
-    with LlamaServer(threads=2) as server:
-        yield server
 
 
 def documented_vf_eval() -> list[str]:
