@@ -248,18 +248,13 @@ class ChatGames:
     async def connect(self, seat: str) -> None:
         """The seat's client, once its server is seen to serve its model."""
         if seat not in self.clients:
-            from arena_envs.llm.agents import OpenAIChatAgent
+            from arena_envs.llm.cli import served_agent
 
             s, llm = self.settings, LlmSeat.parse(seat)
             sampling = {k: v for k, v in (("temperature", s.temperature), ("max_tokens", s.max_tokens),
                                           ("tool_choice", s.tool_choice)) if v is not None}
-            agent = OpenAIChatAgent(llm.base_url, llm.model, timeout=s.timeout, max_in_flight=s.concurrency * 2,
-                                    send_tools=not s.no_tools, **sampling)
-            served = await agent.served_models()
-            if served and llm.model not in served:
-                await agent.close()
-                raise UsageError(f"the server at {llm.base_url} does not serve {llm.model!r}; it serves: "
-                                 f"{', '.join(served)}")
+            agent = await served_agent(llm.base_url, llm.model, timeout=s.timeout, max_in_flight=s.concurrency * 2,
+                                       send_tools=not s.no_tools, **sampling)
             self.clients[seat] = agent
 
     async def game(self, blue: Entrant, red: Entrant, seed: int) -> int:

@@ -31,6 +31,19 @@ from arena_envs.llm.parsers import FORMATS
 from arena_envs.names import resolve
 
 
+async def served_agent(base_url: str, model: str, *args: Any, **kwargs: Any):
+    """An :class:`~arena_envs.llm.agents.OpenAIChatAgent` of ``model`` at ``base_url``, or one line
+    (:class:`UsageError`) when the server lists its models and ``model`` is not among them."""
+    from arena_envs.llm.agents import OpenAIChatAgent
+
+    agent = OpenAIChatAgent(base_url, model, *args, **kwargs)
+    served = await agent.served_models()
+    if served and model not in served:
+        await agent.close()
+        raise UsageError(f"the server at {base_url} does not serve {model!r}; it serves: {', '.join(served)}")
+    return agent
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-agent", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,7 +193,7 @@ def _say(line: str) -> None:
 
 async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
     import arena_envs  # noqa: F401  (registers the environments)
-    from arena_envs.llm.agents import OpenAIChatAgent, ScriptedChatAgent
+    from arena_envs.llm.agents import ScriptedChatAgent
     from arena_envs.llm.backends import universal_schemas
     from arena_envs.llm.chat import ChatPool
     from arena_envs.llm.runner import (
@@ -232,14 +245,9 @@ async def _main(args: argparse.Namespace, handle_signals: bool) -> int:
         sampling = {k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens),
                                       ("tool_choice", choice),
                                       ("extra_body", json_object("--extra-body", args.extra_body))) if v is not None}
-        agent = OpenAIChatAgent(args.base_url, args.model, args.api_key, timeout=args.timeout,
-                                max_retries=args.max_retries, max_in_flight=args.concurrency * per_job,
-                                send_tools=not args.no_tools, **sampling)
-        served = await agent.served_models()
-        if served and args.model not in served:
-            await agent.close()
-            raise UsageError(f"the server at {args.base_url} does not serve {args.model!r}; it serves: "
-                             f"{', '.join(served)}")
+        agent = await served_agent(args.base_url, args.model, args.api_key, timeout=args.timeout,
+                                   max_retries=args.max_retries, max_in_flight=args.concurrency * per_job,
+                                   send_tools=not args.no_tools, **sampling)
     config = {key: value for key, value in sorted(vars(args).items()) if key not in RUN_ONLY_ARGUMENTS}
     config["env_id"] = args.scenario.env_id  # any spelling of the same scenario resumes the run
     config["env_arg"] = dict(args.env_arg)  # as run.json gives it back (JSON has no tuples)
