@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -27,7 +28,10 @@ TEAM_COLOURS = ([40, 90, 220], [220, 50, 50])  # blue, red: as the page draws th
 
 def last_command(target: str) -> list[str]:
     """The command that ``make TARGET`` runs last (its own recipe's, after any prerequisite's)."""
-    recipe = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # under `make test` this make is a sub-make, which would print "Entering/Leaving directory" lines
+    outside = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    recipe = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True,
+                            text=True, check=True, env=outside).stdout
     return shlex.split(recipe.strip().splitlines()[-1])
 
 
