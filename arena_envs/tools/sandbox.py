@@ -212,7 +212,10 @@ class PythonSandboxEnv:
         while True:
             if replied and _waits_in_read(jail.worker_pid()):
                 _drain(out_fd, output)  # what the worker printed before it replied is in the pipe by now
-                return "ok"
+                # its own reply is in the pipe too once it waits in read(): a byte more (after a forged
+                # reply, the real one) is a reply too many, even when the forged one was read first
+                extra = select.select([jail.replies], [], [], 0)[0] and os.read(jail.replies, 1 << 16)
+                return "protocol" if extra else "ok"
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return "timeout"
