@@ -171,8 +171,10 @@ class Batch(Generic[State]):
 
     # -- the vector env's step -----------------------------------------------------------
 
-    def autostep(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every world and restart finished ones the Gymnasium way.
+    def autostep(self, actions: Any, active: np.ndarray | None = None
+                 ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every world (or those where ``active`` is true: the others pause, reward 0) and
+        restart finished ones the Gymnasium way.
 
         ``NEXT_STEP``: a world that ended on the last call starts its next episode instead
         of stepping, with reward 0. ``SAME_STEP``: a world that ends now restarts at once;
@@ -182,8 +184,8 @@ class Batch(Generic[State]):
             # Stepping the worlds that ended with the rest and then overwriting them with a
             # fresh world is cheaper than stepping a subset, and the same: reset sets every
             # array of the world.
-            reward, terminated, truncated = self.step(actions)
-            restart = np.flatnonzero(self.needs_reset)
+            reward, terminated, truncated = self.step(actions, active)
+            restart = np.flatnonzero(self.needs_reset if active is None else self.needs_reset & active)
             if len(restart):
                 self.reset(restart)
                 reward[restart] = 0
@@ -191,7 +193,7 @@ class Batch(Generic[State]):
                 truncated[restart] = False
             obs, info = self.observe(), self.info()
         else:
-            reward, terminated, truncated = self.step(actions)
+            reward, terminated, truncated = self.step(actions, active)
             obs, info = self.observe(), self.info()
             ended = terminated | truncated
             done = np.flatnonzero(ended if ended.ndim == 1 else ended.any(1))
@@ -201,7 +203,8 @@ class Batch(Generic[State]):
                 obs = self.observe()
                 info.update(self.info())
         ended = terminated | truncated
-        self.needs_reset = ended if ended.ndim == 1 else ended.any(1)
+        ended = ended if ended.ndim == 1 else ended.any(1)
+        self.needs_reset = ended if active is None else np.where(active, ended, self.needs_reset)
         return obs, reward, terminated, truncated, info
 
     def _final(self, obs: Any, info: dict[str, Any], done: np.ndarray) -> dict[str, Any]:

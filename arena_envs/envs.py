@@ -161,8 +161,10 @@ class ArenaVectorEnv(VectorEnv):
             self.render()
         return self.batch.observe(), self.batch.info(mask)
 
-    def step(self, actions: Any):
-        obs, reward, terminated, truncated, info = self.batch.autostep(self.decode(actions))
+    def step(self, actions: Any, active: np.ndarray | None = None):
+        """One tick of every world, or of those where ``active`` (a (B,) bool mask) is true: the
+        others pause (same observation, reward 0, no end; a league's learner waits in them)."""
+        obs, reward, terminated, truncated, info = self.batch.autostep(self.decode(actions), active)
         if self.agents:  # every agent of a world ends with it
             terminated, truncated = (np.repeat(end[:, None], len(self.agents), 1) for end in (terminated, truncated))
         if self.render_mode == "human":

@@ -123,14 +123,15 @@ class SidesTeam:
     no trained policy and ships nowhere): agent 1 keeps the south points A and B, agent 2 the
     north ones D and E, agent 3 the Center; each walks to the nearest point of its side that its
     team does not own or that the enemy is taking, and stays put when there is none. Decisions
-    are held ``every`` ticks, as a league's learner holds them."""
+    are held ``every`` ticks, or with ``on_events`` until a team capture event (and ``every``
+    ticks at most), as a league's learner holds them."""
 
     SIDES = ((POINTS["A"], POINTS["B"]), (POINTS["D"], POINTS["E"]), (POINTS["Center"],))
 
-    def __init__(self, envs, every: int = 1):
+    def __init__(self, envs, every: int = 1, on_events: bool = False):
         from arena_envs.pretrained import HeldDecisions
 
-        self.held = HeldDecisions(every, envs.unwrapped.scenario.params.max_ticks)
+        self.held = HeldDecisions(every, envs.unwrapped.scenario.params.max_ticks, on_events)
 
     def act(self, obs: dict) -> dict:
         points, agent = obs["points"], obs["agent"]  # (B, N, P, 7), (B, N, 7)

@@ -123,3 +123,34 @@ def test_core_and_tool_layer_agree_on_names_and_codes():
 
     assert world.TOOL_NAMES == tools.TOOL_NAMES
     assert world.RESULT_CODES[1:] == tuple(code.value for code in tools.ErrorCode)
+
+
+def test_a_vector_env_steps_only_its_active_worlds_and_restarts_them_when_active():
+    """``step(actions, active)``: the paused worlds keep their observation, reward 0 and no end;
+    an always-active world plays as in a batch where every world is; in NEXT_STEP a world that
+    ended restarts on the next step it is active in, however long it was paused."""
+    masks = [np.array(m, bool) for m in [[1, 0, 1]] * 4 + [[0, 1, 1]] * 2 + [[1, 1, 1]]]
+
+    def run(masks):
+        envs = gym.make_vec("arena_envs/Foraging-v0", num_envs=3, vectorization_mode="vector_entry_point",
+                            max_ticks=4)
+        obs, _ = envs.reset(seed=7)
+        envs.action_space.seed(1)
+        steps = []
+        for active in masks:
+            before = {k: v.copy() for k, v in obs.items()}
+            obs, reward, terminated, truncated, _ = envs.unwrapped.step(envs.action_space.sample(), active)
+            steps.append((before, obs, reward, terminated | truncated, envs.unwrapped.state.tick.copy()))
+        return steps
+
+    masked = run(masks)
+    for active, (before, obs, reward, ended, _) in zip(masks, masked, strict=True):
+        assert not reward[~active].any() and not ended[~active].any()
+        for key in obs:
+            np.testing.assert_array_equal(obs[key][~active], before[key][~active])
+    assert masked[3][3].tolist() == [True, False, True]  # worlds 0 and 2 end on their 4th tick
+    assert [step[4].tolist() for step in masked[3:]] == [[4, 0, 4], [4, 1, 0], [4, 2, 1], [0, 3, 2]]
+    for (_, obs_a, r_a, *_), (_, obs_m, r_m, *_) in zip(run([np.ones(3, bool)] * len(masks)), masked, strict=True):
+        assert r_a[2] == r_m[2]
+        for key in obs_a:
+            np.testing.assert_array_equal(obs_a[key][2], obs_m[key][2])

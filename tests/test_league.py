@@ -225,13 +225,110 @@ def test_a_short_league_run_learns(tmp_path):
     assert float(rows[-1]["rollout/ep_rew_mean"]) > float(rows[0]["rollout/ep_rew_mean"]) + 10
 
 
-@pytest.mark.parametrize("every, low, high", [(1, 0.8, 1.0), (30, 0.0, 0.05)])
-def test_beating_the_scripted_team_takes_quick_decisions(every, low, high):
+@pytest.mark.parametrize("every, on_events, low, high", [(1, False, 0.8, 1.0), (30, False, 0.0, 0.05),
+                                                         (30, True, 0.8, 1.0)])
+def test_beating_the_scripted_team_takes_timely_decisions(every, on_events, low, high):
     """What the league's config and guide say of the game: a hand-made team (each agent keeps the
     points of its side) wins ~89% of the 200 held-out games against the scripted team deciding
-    every tick, and none with its decisions held 30 ticks (the learner's action_repeat)."""
+    every tick, none with its decisions held 30 ticks, and as many deciding only on team capture's
+    events (at most 30 ticks apart: the learner's decide_on_events)."""
     from team_capture_helpers import SidesTeam
 
-    result = play(lambda envs: SidesTeam(envs, every), "team_capture_v0", 200, 10_000, {"agents_per_team": 2},
-                  agent_factory("scripted", "team_capture_v0"))
+    result = play(lambda envs: SidesTeam(envs, every, on_events), "team_capture_v0", 200, 10_000,
+                  {"agents_per_team": 2}, agent_factory("scripted", "team_capture_v0"))
     assert low <= result["success"].mean() <= high, result["success"].mean()
+
+
+class ClockTeam:
+    """Blue agents walking to a point that changes every 7 ticks, events or not: how long each
+    decision is held shows in where they go. Decides each time it is asked, or holds as
+    ``held`` (a pretrained.HeldDecisions) says."""
+
+    def __init__(self, envs, held=None):
+        self.params, self.held = envs.unwrapped.scenario.params, held
+
+    def act(self, obs: dict) -> dict:
+        from team_capture_helpers import TOOLS, idle_actions
+
+        B, N = obs["agent"].shape[:2]
+        tick = self.params.max_ticks - obs["time_left"][:, 0, 0].astype(np.int64)
+        point = (tick[:, None] // 7 + np.arange(N)) % 5
+        actions = idle_actions((B, N))
+        actions["tool"][:] = TOOLS["move_to"]
+        rows = np.arange(B)[:, None], np.arange(N)
+        actions["move_to"][..., 0] = obs["agent"][..., 0] + obs["points"][rows + (point,)][..., 0]
+        actions["move_to"][..., 1] = obs["agent"][..., 1] + obs["points"][rows + (point,)][..., 1]
+        return actions if self.held is None else self.held(obs, actions)
+
+
+@pytest.mark.parametrize("team", ["sides", "clock"])
+def test_the_league_decides_on_events_as_the_held_agent_plays(team):
+    """With decide_on_events a league step is one decision per world, however many ticks it took
+    (worlds whose event came pause for the others); a team deciding by the same rule outside the
+    league (pretrained.HeldDecisions, as the exported policy plays) plays the very same games."""
+    from team_capture_helpers import SidesTeam
+
+    from arena_envs.pretrained import HeldDecisions
+
+    worlds, seed, ticks = 6, 10_000, 400
+    pool = {"opponents": ["scripted"], "snapshot_every": 0, "sampling": "uniform", "action_repeat": 30,
+            "decide_on_events": True, "shaping": 0.0}
+    config = {**load_config("team_capture_v0", HEADLINE), "seed": seed}
+    config["league"] = {**config["league"], **pool}
+    native = team_capture_v0.vector_env(worlds, autoreset_mode="SameStep", max_ticks=ticks)
+    env = leagues.make_league(native, config)
+    blue = SidesTeam(env) if team == "sides" else ClockTeam(env)  # deciding when asked: the league holds
+    obs, _ = env.reset(seed=seed)
+    margin, done, decisions, elapsed = np.zeros(worlds), np.zeros(worlds, bool), 0, []
+    while not done.all():
+        before = native.unwrapped.state.tick.copy()
+        obs, reward, terminated, truncated, info = env.step(blue.act(obs))
+        elapsed.append(np.where(done, 0, native.unwrapped.state.tick - before))
+        margin += reward[:, 0] * ~done
+        decisions += 1
+        done |= (terminated | truncated)[:, 0]
+    elapsed = np.array(elapsed)
+    assert decisions < ticks / 5 and elapsed.max() <= 30  # few decisions, none held past action_repeat
+    assert len(np.unique(elapsed[elapsed > 0])) > 5  # decisions of many lengths: they end on events
+
+    def held(envs):
+        if team == "sides":
+            return SidesTeam(envs, 30, on_events=True)
+        return ClockTeam(envs, HeldDecisions(30, ticks, on_events=True))
+
+    scripted = agent_factory("scripted", "team_capture_v0")
+    played = play(held, "team_capture_v0", worlds, seed, {"max_ticks": ticks}, scripted)
+    np.testing.assert_allclose(margin, played["return"])
+    assert (played["return"] != 0).all()
+
+
+def test_a_decision_held_on_events_never_outlives_its_episode():
+    """Idle blue agents in episodes of 7 ticks: nothing happens, so no event ends a decision, yet
+    each episode starts with one: the league's steps are one episode each, and the held agent
+    takes a new decision on each episode's first tick."""
+    from team_capture_helpers import TOOLS, idle_actions
+
+    from arena_envs.pretrained import HeldDecisions
+
+    config = {**load_config("team_capture_v0", HEADLINE), "seed": 0}
+    config["league"] = {**config["league"], "opponents": ["random"], "snapshot_every": 0, "action_repeat": 30,
+                        "decide_on_events": True}
+    native = team_capture_v0.vector_env(3, autoreset_mode="SameStep", max_ticks=7)
+    env = leagues.make_league(native, config)
+    env.reset(seed=0)
+    for _ in range(3):
+        _, _, terminated, truncated, info = env.step(idle_actions((3, 2)))
+        assert truncated.all() and not terminated.any() and (native.unwrapped.state.tick == 0).all()
+
+    held = HeldDecisions(30, 7, on_events=True)
+    native = team_capture_v0.vector_env(3, max_ticks=7)  # NEXT_STEP: a new episode's first tick follows the end
+    obs, _ = native.reset(seed=0)
+    said = []
+    for call in range(16):
+        actions = idle_actions((3, 2))
+        actions["tool"][:], actions["send_message"][..., 0] = TOOLS["send_message"], call
+        said.append(held({k: v[:, :2] for k, v in obs.items()}, actions)["send_message"][0, 0, 0])
+        obs, *_ = native.step({k: (np.concatenate([v, v], 1) if not isinstance(v, dict) else
+                                   {kk: np.concatenate([vv, vv], 1) for kk, vv in v.items()})
+                               for k, v in idle_actions((3, 2)).items()})
+    assert said == [0] * 8 + [8] * 8  # 7 ticks and the reset step: 8 calls an episode

@@ -275,12 +275,14 @@ class ModelAgent:
     """A trained SB3 model acting through the flat encoding it was trained with.
 
     With ``action_repeat`` k > 1 (a league's learner, see ``training/league.py``) it decides on
-    every k-th tick of an episode and holds that decision in between, as it was trained to.
+    every k-th tick of an episode, or with ``decide_on_events`` on team capture's events (and
+    after k ticks at most), and holds that decision in between, as it was trained to.
     """
 
-    def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True, action_repeat: int = 1):
+    def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True, action_repeat: int = 1,
+                 decide_on_events: bool = False):
         self.model, self.encoding, self.deterministic = model, encoding, deterministic
-        self.held = pretrained.HeldDecisions(action_repeat, encoding.params.max_ticks)
+        self.held = pretrained.HeldDecisions(action_repeat, encoding.params.max_ticks, decide_on_events)
 
     @classmethod
     def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True) -> ModelAgent:
@@ -295,7 +297,7 @@ class ModelAgent:
             raise UsageError(f"{path} does not fit this env: it takes observations of shape {wanted[0]} and actions "
                              f"{list(wanted[1])}, the env under its run's encoding gives {given[0]} and "
                              f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
-        return cls(model, encoding, deterministic, action_repeat(config))
+        return cls(model, encoding, deterministic, **holding(config))
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
@@ -304,9 +306,13 @@ class ModelAgent:
         return self.held(obs, split_agents(self.encoding.decode(flat, rows), agents))
 
 
-def action_repeat(config: dict[str, Any]) -> int:
-    """How many ticks a run's policy holds each decision (``league.action_repeat``, default 1)."""
-    return int((config.get("league") or {}).get("action_repeat", 1))
+def holding(config: dict[str, Any]) -> dict[str, Any]:
+    """How a run's policy holds each decision: ``action_repeat`` ticks (``league.action_repeat``,
+    default 1), ended early by team capture's events with ``decide_on_events`` (see
+    ``pretrained.HeldDecisions``); :class:`ModelAgent`'s arguments and the exported metadata."""
+    league = config.get("league") or {}
+    return {"action_repeat": int(league.get("action_repeat", 1)),
+            "decide_on_events": bool(league.get("decide_on_events", False))}
 
 
 def _scripted(name: str) -> Callable[[Any], Any]:

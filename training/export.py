@@ -30,7 +30,7 @@ import numpy as np
 from arena_envs.cli import UsageError, run
 from arena_envs.names import resolve
 from arena_envs.pretrained import PretrainedPolicy, path_of
-from arena_envs.training.common import action_repeat, run_config, run_directory
+from arena_envs.training.common import holding, run_config, run_directory
 
 MAX_BYTES = 1_000_000
 ACTOR = "mlp_extractor.policy_net"
@@ -73,7 +73,7 @@ def export(spec: str | Path, out: str | Path | None = None, max_bytes: int = MAX
     metadata: dict[str, Any] = {
         "scenario": scenario, "encoding": config.get("encoding", {}), "env_kwargs": config.get("env_kwargs", {}),
         "activation": policy_kwargs.get("activation", "tanh"),  # SB3's MlpPolicy default, and the lean PPO's
-        "action_repeat": action_repeat(config),  # a league's learner holds each decision this many ticks
+        **holding(config),  # how a league's learner holds each decision
         "run": {"directory": str(folder), "model": str(model.relative_to(folder)), "algo": config.get("algo"),
                 "seed": config.get("seed"), "timesteps": timesteps(model, speed),
                 "sha256": hashlib.sha256(model.read_bytes()).hexdigest(),

@@ -59,7 +59,7 @@ from arena_envs.cli import UsageError, checked_env_arguments, env_argument
 from arena_envs.llm.formats import FORMATS
 from arena_envs.sharded import make_native_env as make_native
 from arena_envs.team_capture_params import agent_names
-from arena_envs.training.common import ModelAgent, action_repeat, agent_factory, load_config, play, run_config
+from arena_envs.training.common import ModelAgent, agent_factory, holding, load_config, play, run_config
 from arena_envs.training.render_results import ladder_plot, ladder_tables
 from arena_envs.wrappers.flatten import FlatEncoding
 
@@ -158,7 +158,7 @@ def snapshot_agent(path: str | Path, envs: Any, deterministic: bool = False) -> 
         net.load_state_dict(torch.load(path, weights_only=True))
     except (RuntimeError, OSError, KeyError) as error:
         raise UsageError(f"{path} is not a league snapshot of its run's network: {str(error)[:200]}") from None
-    return ModelAgent(net, encoding, deterministic, action_repeat(config))
+    return ModelAgent(net, encoding, deterministic, **holding(config))
 
 
 def parts(entrant: Entrant) -> dict[str, list[int]]:

@@ -41,7 +41,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import nn
 
-from arena_envs.team_capture import join_teams, split_teams, uniform_hash
+from arena_envs.team_capture import decision_events, decision_view, join_teams, split_teams, uniform_hash
 from arena_envs.training.common import agent_factory, config_section, is_team
 from arena_envs.wrappers.flatten import FlatEncoding, merge_agents, split_agents
 
@@ -57,7 +57,8 @@ class LeagueConfig:
     pfsp_power: float = 2.0
     min_weight: float = 0.05  # every member keeps at least this weight (before normalising)
     rate: float = 0.05  # the weight of one game in a member's running result
-    action_repeat: int = 1  # ticks each of the learner's decisions lasts (see League.step)
+    action_repeat: int = 1  # ticks each of the learner's decisions lasts (at most, with decide_on_events)
+    decide_on_events: bool = False  # a decision ends early on team capture's events (see League.step)
     shaping: float = 0.0  # weight of the capture-progress potential added to blue's reward (see League.step)
 
     @classmethod
@@ -130,6 +131,7 @@ class League(VectorEnv):
         self.opponent = np.zeros(self.num_envs, np.int64)
         self.episodes = np.zeros(self.num_envs, np.int64)  # opponents drawn so far, per world
         self.keys = world_keys(seed, self.num_envs)
+        self.blue: dict[str, np.ndarray] = {}  # the observations of the last reset or step, per team
         self.red: dict[str, np.ndarray] | None = None
         self.folder: Path | None = None  # where snapshots are saved (set by attach)
         self.next_snapshot = league.snapshot_every
@@ -194,37 +196,56 @@ class League(VectorEnv):
             self.keys, self.episodes[:] = world_keys(seed, self.num_envs), 0
         obs, info = self.native.reset(seed=seed, options=options)
         self.draw(np.arange(self.num_envs))
-        blue, self.red = split_teams(obs, self.team)
-        self.potential = self.progress_potential(blue)
-        return blue, info
+        self.blue, self.red = split_teams(obs, self.team)
+        self.potential = self.progress_potential(self.blue)
+        return self.blue, info
 
     def step(self, actions: Any):
         """Blue's ``actions`` held for ``action_repeat`` ticks (red acts every tick); rewards are
-        summed over the ticks. A world whose episode ends on an earlier tick restarts at once and
-        plays the rest of the held ticks with blue's stale action and its new opponent: those
-        ticks' rewards are dropped (none can be scored so soon after the spawn: a capture takes
+        summed over the ticks.
+
+        With ``decide_on_events`` a world's decision ends early, on the first tick that brings a
+        team capture event (:func:`~arena_envs.team_capture.decision_events`: a point changes
+        hands, a capture starts or stops, a blue agent arrives) or ends its episode; the world
+        then pauses (the native batch steps only the others) until every world has its next
+        decision due, so that each step is one decision per world however long it took. The
+        pretrained agent holds its decisions by the same rule (``pretrained.HeldDecisions``).
+
+        Without it, a world whose episode ends on an earlier tick restarts at once and plays
+        the rest of the held ticks with blue's stale action and its new opponent: those ticks'
+        rewards are dropped (none can be scored so soon after the spawn: a capture takes
         ``capture_ticks``) and its first observation comes that many ticks into the episode."""
         if self.red is None:
             raise RuntimeError("call reset before step")
-        n = self.team
+        n, events = self.team, self.config.decide_on_events
         reward = np.zeros((self.num_envs, n))
         terminated, truncated = np.zeros((2, self.num_envs, n), bool)
+        paused = np.zeros(self.num_envs, bool)  # with events: worlds whose next decision is due
+        view = decision_view(self.blue) if events else None
         final_obs, final_info = None, None
         for _ in range(self.repeat):
-            obs, r, term, trunc, info = self.native.step(join_teams(actions, self.red_actions()))
-            self.red = split_teams(obs, n)[1]
+            both = join_teams(actions, self.red_actions())
+            obs, r, term, trunc, info = self.native.step(both, ~paused) if events else self.native.step(both)
+            self.blue, self.red = split_teams(obs, n)
             live = ~terminated[:, 0] & ~truncated[:, 0]
             reward += r[:, :n] * live[:, None]
             terminated |= term[:, :n] & live[:, None]
             truncated |= trunc[:, :n] & live[:, None]
-            ended = np.flatnonzero((term | trunc)[:, 0] & live)
-            if len(ended):  # results count against the opponent that played; the next episode draws anew
-                margin = info["final_info"]["blue_score"][ended] - info["final_info"]["red_score"][ended]
-                self.record(ended, np.sign(margin) * 0.5 + 0.5)
-                self.draw(ended)
-                final_obs = self._blue_final(info["final_obs"], ended, final_obs)
-                final_info = merge_rows(final_info, info["final_info"], ended)
-        blue = split_teams(obs, n)[0]
+            ended = (term | trunc)[:, 0] & live
+            if ended.any():  # results count against the opponent that played; the next episode draws anew
+                worlds = np.flatnonzero(ended)
+                margin = info["final_info"]["blue_score"][worlds] - info["final_info"]["red_score"][worlds]
+                self.record(worlds, np.sign(margin) * 0.5 + 0.5)
+                self.draw(worlds)
+                final_obs = self._blue_final(info["final_obs"], worlds, final_obs)
+                final_info = merge_rows(final_info, info["final_info"], worlds)
+            if events:
+                after = decision_view(self.blue)
+                paused |= ended | decision_events(view, after)
+                if paused.all():
+                    break
+                view = after
+        blue = self.blue
         if self.config.shaping:  # potential-based (Ng et al. 1999): the best policy stays the best
             ended = terminated[:, 0] | truncated[:, 0]
             after = self.progress_potential(blue)

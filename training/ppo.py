@@ -48,8 +48,8 @@ from arena_envs.training import league as leagues
 from arena_envs.training.common import (
     ModelAgent,
     PPOConfig,
-    action_repeat,
     agent_factory,
+    holding,
     is_team,
     play,
     score_text,
@@ -658,7 +658,7 @@ def periodic_eval(agent: Agent, config: dict[str, Any], opponent: str = "scripte
 
     def make_agent(envs):
         encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
-        return ModelAgent(agent, encoding, deterministic=not sampled, action_repeat=action_repeat(config))
+        return ModelAgent(agent, encoding, deterministic=not sampled, **holding(config))
 
     # the evaluation's samples come from a generator of their own: training draws the same numbers
     # whether or how often it evaluates

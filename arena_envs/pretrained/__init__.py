@@ -17,11 +17,12 @@ A file is one ``.npz`` (no pickle): the actor's layers (``policy.<i>.weight`` as
 ``policy.<i>.bias``), its head (``action.weight``, ``action.bias``) and ``metadata``, a JSON
 string: the scenario, the flat encoding and env arguments it was trained with (so the agent
 rebuilds the same :class:`~arena_envs.wrappers.FlatEncoding`), the activation, and the run that
-made it, and ``action_repeat``: the ticks each decision lasts (a league's learner decides every
-k-th tick and holds its decision in between; the agent plays it the same way, see
-:class:`HeldDecisions`). The critic is left out: playing needs only the actor. Actions are sampled by default
-(the policies are trained, and scored in ``docs/results.md``, that way; a policy without memory
-can repeat its most likely action forever), reproducibly from ``seed``.
+made it, and ``action_repeat`` and ``decide_on_events``: how long each decision lasts (a
+league's learner decides every k-th tick, or on team capture's events, and holds its decision
+in between; the agent plays it the same way, see :class:`HeldDecisions`). The critic is left
+out: playing needs only the actor. Actions are sampled by default (the policies are trained,
+and scored in ``docs/results.md``, that way; a policy without memory can repeat its most
+likely action forever), reproducibly from ``seed``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 from arena_envs.cli import UsageError
 from arena_envs.names import SCENARIOS, find, resolve, unknown
+from arena_envs.team_capture import decision_events, decision_view
 from arena_envs.wrappers.flatten import FlatEncoding, merge_agents, split_agents
 
 FOLDER = Path(__file__).parent
@@ -68,6 +70,10 @@ class PretrainedPolicy:
     @property
     def action_repeat(self) -> int:
         return int(self.metadata.get("action_repeat", 1))
+
+    @property
+    def decide_on_events(self) -> bool:
+        return bool(self.metadata.get("decide_on_events", False))
 
     @property
     def obs_size(self) -> int:
@@ -142,7 +148,7 @@ class PretrainedAgent:
                              f"of size {policy.obs_size} and actions {list(policy.nvec)}, the env gives {given[0]} "
                              f"and {given[1]}; play it with its own env arguments {policy.env_kwargs}")
         self.rng = None if deterministic else np.random.default_rng(seed)
-        self.held = HeldDecisions(policy.action_repeat, params.max_ticks)
+        self.held = HeldDecisions(policy.action_repeat, params.max_ticks, policy.decide_on_events)
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
@@ -152,23 +158,34 @@ class PretrainedAgent:
 
 
 class HeldDecisions:
-    """Decisions held ``every`` ticks, as a league's learner was trained (``league.action_repeat``):
-    a world takes new ``actions`` on the ticks of its episode that are multiples of ``every``
-    (read from ``time_left``) and repeats its last decision on the others."""
+    """Decisions held as a league's learner was trained (``training/league.py``): a world takes
+    new ``actions`` when its episode starts and then every ``every`` ticks (``league.action_repeat``,
+    read from ``time_left``), or with ``on_events`` (``league.decide_on_events``) on the tick
+    after a team capture event (:func:`~arena_envs.team_capture.decision_events`) and after at
+    most ``every`` ticks; it repeats its last decision on the others."""
 
-    def __init__(self, every: int, max_ticks: int):
-        self.every, self.max_ticks = int(every), int(max_ticks)
+    def __init__(self, every: int, max_ticks: int, on_events: bool = False):
+        self.every, self.max_ticks, self.on_events = int(every), int(max_ticks), bool(on_events)
         self.held: Any = None  # the decisions being held, per world
+        self.view: Any = None  # with on_events: the last observation's decision_view
+        self.age = np.zeros(0, np.int64)  # with on_events: ticks since each world's decision
 
     def __call__(self, obs: dict[str, np.ndarray], actions: Any) -> Any:
         if self.every == 1:
             return actions
         time_left = obs["time_left"]
         tick = self.max_ticks - time_left.reshape(len(time_left), -1)[:, 0]
-        decide = tick % self.every == 0  # (B,): this world's tick starts a decision
-        if self.held is None or len(self.held["tool"]) != len(decide):
-            decide[:] = True
-            self.held = _copy(actions)
+        fresh = self.held is None or len(self.held["tool"]) != len(tick)
+        view = decision_view(obs) if self.on_events else None
+        if fresh:
+            decide = np.ones(len(tick), bool)
+            self.held, self.age = _copy(actions), np.zeros(len(tick), np.int64)
+        elif self.on_events:
+            decide = (tick == 0) | (self.age >= self.every) | decision_events(self.view, view)
+        else:
+            decide = tick % self.every == 0  # (B,): this world's tick starts a decision
+        if self.on_events:
+            self.view, self.age = view, np.where(decide, 1, self.age + 1)
         return _hold(self.held, actions, decide)
 
 
