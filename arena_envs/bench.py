@@ -464,12 +464,11 @@ def verifiers_door_rows(label: str, env_id: str, kwargs: dict[str, Any],
     ``make verifiers``), all episodes at once in either."""
     import asyncio
     import os
-    import socket
     import subprocess
 
     from arena_envs.llm.agents import OpenAIChatAgent
     from arena_envs.llm.chat import ChatPool
-    from arena_envs.llm.llama_server import free_port
+    from arena_envs.llm.llama_server import free_port, wait_for_port
     from arena_envs.llm.runner import run_episodes
 
     if not VERIFIERS_PYTHON.exists():
@@ -490,15 +489,7 @@ def verifiers_door_rows(label: str, env_id: str, kwargs: dict[str, Any],
                                "--lenient"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the scripted model server did not start") from None
-                time.sleep(0.1)
+        wait_for_port(port, server)
         rate = asyncio.run(ours(base_url))
         code = ("import json, sys; from arena_envs.verifiers import episodes_per_second; "
                 "print(episodes_per_second(**json.loads(sys.argv[1])))")

@@ -35,9 +35,10 @@ def wait_until_answered(process: subprocess.Popen, url: str, timeout: float = 12
 
 
 @contextmanager
-def serving(argv: Sequence[str], ready_url: str, timeout: float = 120) -> Iterator[subprocess.Popen]:
-    """Run ``argv`` until ``ready_url`` answers 200; stop it with SIGTERM (then SIGKILL) after the block."""
-    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def serving(argv: Sequence[str], ready_url: str, timeout: float = 120, cwd: str | None = None
+            ) -> Iterator[subprocess.Popen]:
+    """Run ``argv`` (in ``cwd``) until ``ready_url`` answers 200; stop it with SIGTERM (then SIGKILL) after."""
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     try:
         wait_until_answered(process, ready_url, timeout)
         yield process

@@ -30,7 +30,6 @@ import os
 import re
 import runpy
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from process_helpers import free_port
+from process_helpers import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -534,23 +533,11 @@ def test_make_test_is_what_ci_runs():
 def test_the_llm_quickstart_runs_against_the_scripted_server(tmp_path):
     """The LLM quickstart's two commands: the scripted model server, then arena-agent through the real client."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "arena_envs.llm.server", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "the model server did not start"
-                time.sleep(0.2)
+    with serving([sys.executable, "-m", "arena_envs.llm.server", "--port", str(port)],
+                 f"http://127.0.0.1:{port}/v1/models", timeout=60):
         done = subprocess.run([str(BIN / "arena-agent"), "arena_envs/TreasureHunt-v0", "--base-url",
                                f"http://127.0.0.1:{port}/v1", "--model", "scripted-hermes", "--episodes", "2",
                                "--out", "runs/hunt", "--quiet"], cwd=tmp_path, capture_output=True, text=True,
                               timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert (tmp_path / "runs" / "hunt" / "transcripts.jsonl").read_text().count("\n") == 2
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "runs" / "hunt" / "transcripts.jsonl").read_text().count("\n") == 2

@@ -4,17 +4,15 @@ from the environment its ``uv.lock`` installs (what its Dockerfile does)."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from openenv.cli._cli_utils import validate_env_structure
 from openenv.cli._validation import validate_multi_mode_deployment
 from openenv.core import GenericEnvClient
-from process_helpers import free_port, wait_until_answered
+from process_helpers import free_port, serving, wait_until_answered
 
 from arena_envs.serve.cli import main as arena_serve
 
@@ -50,26 +48,13 @@ def test_the_export_passes_openenv_validate_and_serves(tmp_path):
                             text=True, timeout=600)
     assert synced.returncode == 0, synced.stderr[-3000:]
     port = free_port()
-    server = subprocess.Popen([str(package / ".venv" / "bin" / "server"), "--port", str(port)], cwd=package,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read()
-                assert time.monotonic() < deadline, "the exported server did not start"
-                time.sleep(0.3)
+    with serving([str(package / ".venv" / "bin" / "server"), "--port", str(port)], f"http://127.0.0.1:{port}/health",
+                 cwd=str(package)):
         with GenericEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as env:
             result = env.reset(seed=0)
             assert "Berry1" in result.observation["text"]  # the classic layout fixed at export
             result = env.step({"tool": "collect", "params": {"target_name": "Berry1"}})
             assert result.observation["observation"]["last_action_result"] is not None
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_export_refuses_bad_input_in_one_line(tmp_path, capsys):

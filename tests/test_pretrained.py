@@ -18,7 +18,7 @@ from arena_envs import pretrained
 from arena_envs.cli import UsageError, arena_agent, arena_eval, arena_view
 from arena_envs.sharded import make_native_env
 from arena_envs.training import ppo
-from arena_envs.training.common import agent_factory, load_config, play
+from arena_envs.training.common import ModelAgent, agent_factory, load_config, play
 from arena_envs.training.export import export
 from arena_envs.wrappers.flatten import FlatEncoding
 
@@ -87,26 +87,29 @@ def test_a_policy_acts_the_same_on_a_world_alone_and_in_a_batch(tmp_path):
     envs.close()
 
 
-def test_a_league_policy_holds_each_decision_for_its_action_repeat_ticks(tmp_path):
-    """The league's learner decides every k-th tick (league.action_repeat) and was trained so: the
-    numpy policy plays it the same way, sampled decisions held in between, with torch or without."""
+def test_a_league_policy_holds_its_decisions_as_the_league_trained_it(tmp_path):
+    """The league's learner decides on team capture's events, 30 ticks apart at most
+    (league.decide_on_events, league.action_repeat): the exported numpy policy holds its
+    decisions so, tick for tick as its run's torch model plays in arena-eval."""
     run, _ = untrained_run(tmp_path / "run", "team_capture")
-    k = yaml.safe_load((run / "config.yaml").read_text())["league"]["action_repeat"]
+    league = yaml.safe_load((run / "config.yaml").read_text())["league"]
     policy = pretrained.PretrainedPolicy.read(export(run, tmp_path / "t.npz"))
-    assert k > 1 and policy.action_repeat == k
-    envs = make_native_env("team_capture", 2, **policy.env_kwargs)
-    agent = policy.agent(envs, deterministic=False, seed=0)
+    assert (policy.action_repeat, policy.decide_on_events) == (league["action_repeat"], True)
+    envs = make_native_env("team_capture", 4, **policy.env_kwargs)
+    numpy_agent, torch_agent = policy.agent(envs, deterministic=True), ModelAgent.load(run / "model.zip", envs)
     obs, _ = envs.reset(seed=0)
-    blue = []
-    for _ in range(3 * k):
-        actions = agent.act({key: v[:, :2] for key, v in obs.items()})
-        blue.append(actions["move_to"].copy())
+    moves = []
+    for _ in range(120):
+        blue = {key: v[:, :2] for key, v in obs.items()}
+        actions, same = numpy_agent.act(blue), torch_agent.act(blue)
+        np.testing.assert_array_equal(actions["tool"], same["tool"])
+        np.testing.assert_allclose(actions["move_to"], same["move_to"], atol=1e-4)
+        moves.append(actions["move_to"].copy())
         both = {key: (np.concatenate([v, v], 1) if not isinstance(v, dict)
                       else {kk: np.concatenate([vv, vv], 1) for kk, vv in v.items()}) for key, v in actions.items()}
         obs, *_ = envs.step(both)
-    for tick in range(3 * k):  # held between decisions, a new one at ticks 0, k, 2k
-        np.testing.assert_array_equal(blue[tick], blue[tick - tick % k])
-    assert not np.array_equal(blue[0], blue[k]) and not np.array_equal(blue[k], blue[2 * k])
+    changes = (np.diff(np.array(moves), axis=0) != 0).any((2, 3)).sum(0)  # decisions that changed, per world
+    assert changes.max() > 120 // 30 and (changes < 100).all(), changes  # more often than every 30 ticks, held
     envs.close()
 
 

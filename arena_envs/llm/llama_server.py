@@ -85,6 +85,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0, host: str = "127.0.0.1") -> None:
+    """Return once a server ``process`` started accepts connections on ``host:port``; raise
+    ``RuntimeError`` (with the end of its stderr when piped) if it exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                log = process.stderr.read()[-3000:] if process.stderr and process.poll() is not None else ""
+                raise RuntimeError(f"{process.args[0]} did not start listening on {host}:{port}: {log}") from None
+            time.sleep(0.1)
+
+
 class LlamaServer:
     """Start llama.cpp's OpenAI server as a child process; ``with LlamaServer() as server: server.base_url``.
 
