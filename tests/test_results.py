@@ -132,11 +132,12 @@ def test_time_to_solve_is_the_first_logged_point_at_the_level():
 
 def test_make_results_is_the_runs_then_the_rendering(tmp_path):
     """The short version of ``make results`` (CI's): a few updates per run of every RL scenario,
-    2 seeds, then the rendering. Learning must move the losses; the exported policies must play."""
+    2 seeds trained at once, then the rendering. Learning must move the losses; the exported policies must play."""
     recipe = subprocess.run(["make", "-n", "results"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "-m arena_envs.training.results" in recipe and "render_results.py docs/results" in recipe
     out, runs = tmp_path / "results", tmp_path / "runs"
-    assert results.main(["--short", "--seeds", "2", "--episodes", "4", "--out", str(out), "--runs", str(runs)]) == 0
+    assert results.main(["--short", "--seeds", "2", "--jobs", "2", "--episodes", "4", "--out", str(out),
+                         "--runs", str(runs)]) == 0
     for scenario in results.METRICS:
         document = json.loads((out / f"{scenario}.json").read_text())
         assert document["short"] and [r["seed"] for r in document["runs"]] == [0, 1]
@@ -144,6 +145,7 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
             for column, (first, last) in run["losses"].items():  # each update changed the policy
                 assert first != last, (scenario, column)
             assert run["steps"] > 0 and run["steps_per_s"] > 0 and len(run["load_after"].split()) == 3
+            assert run["runs_at_once"] == 2 and run["run"].endswith(f"seed{run['seed']}")
         shipped = Path(document["pretrained"]["file"])
         assert shipped.parent == out / "pretrained"  # a short run never replaces the package's policies
         policy = pretrained.load(str(shipped), scenario)

@@ -89,18 +89,22 @@ def headline_table(documents: list[dict[str, Any]]) -> list[str]:
 
 def solve_table(documents: list[dict[str, Any]]) -> list[str]:
     lines = ["| scenario | solved at | seeds solved | wall seconds to solve: median (range) | steps then (median) "
-             "| trainer steps/s (median) | whole run, wall s (median) | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| trainer steps/s (median) | whole run, wall s (median) | load (1 min) | runs at once |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for d in documents:
         metric, runs = d["metric"], d["runs"]
         solved = [run["solved"] for run in runs if run["solved"]]
         seconds = [s["seconds"] for s in solved]
         timing = (f"**{np.median(seconds):.0f}** ({min(seconds):.0f}-{max(seconds):.0f})" if seconds else "not solved")
         steps = f"{np.median([s['steps'] for s in solved]):,.0f}" if solved else "-"
-        loads = sorted(float(run["load_after"].split()[0]) for run in runs)
+        timed = [run for run in runs if run["wall_seconds"] is not None]  # not a run found and kept (--reuse)
+        loads = sorted(float(run["load_after"].split()[0]) for run in timed)
+        wall = f"{np.median([r['wall_seconds'] for r in timed]):.0f}" if timed else "-"
+        load = f"{loads[0]:.1f}-{loads[-1]:.1f}" if timed else "-"
+        at_once = max(r.get("runs_at_once", 1) for r in timed) if timed else "-"
         lines.append(f"| {d['env_id']} | {metric['name']} >= {fmt(metric['threshold'], metric)} | {len(solved)}/"
                      f"{len(runs)} | {timing} | {steps} | {np.median([r['steps_per_s'] for r in runs]):,.0f} "
-                     f"| {np.median([r['wall_seconds'] for r in runs]):.0f} | {loads[0]:.1f}-{loads[-1]:.1f} |")
+                     f"| {wall} | {load} | {at_once} |")
     return lines
 
 

@@ -30,10 +30,13 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from arena_envs.cli import UsageError, run
 from arena_envs.names import resolve
@@ -113,6 +116,16 @@ def losses(run_dir: Path) -> dict[str, list[float]]:
     return found
 
 
+def finished(command: list[str], folder: Path) -> bool:
+    """Whether ``folder`` holds a finished run (``speed.json``) of exactly ``command``: its ``config.yaml``
+    is what the command resolves to now (``--print-config``). Training is deterministic, so training
+    it again would make the same run; how long it took and the load then are not known."""
+    if not (folder / "speed.json").exists():
+        return False
+    printed = subprocess.run([*command, "--print-config"], check=True, capture_output=True, text=True).stdout
+    return yaml.safe_load(printed) == yaml.safe_load((folder / "config.yaml").read_text())
+
+
 def time_to_solve(points: dict[str, Any], level: float) -> dict[str, float] | None:
     """The first logged point at or over ``level``: its wall seconds and steps (None: never)."""
     for seconds, steps, value in zip(points["seconds"], points["steps"], points["value"], strict=True):
@@ -129,20 +142,30 @@ def evaluate(agent: str, scenario: str, episodes: int, env_kwargs: dict[str, Any
     return {f"{key}_mean": float(values.mean()) for key, values in result.items()}
 
 
-def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, episodes: int, short: bool) -> Path:
-    """Train and evaluate every seed of ``scenario``; write ``<out>/<scenario>.json``; ship the best policy."""
+def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, episodes: int, short: bool,
+                     jobs: int = 1, reuse: bool = False) -> Path:
+    """Train every seed of ``scenario`` (``jobs`` runs at once; with ``reuse``, not those already finished),
+    evaluate each; write ``<out>/<scenario>.json``; ship the best policy."""
     metric = METRICS[scenario]
     config = load_config(scenario, f"ppo/{scenario}")
     env_kwargs = config.get("env_kwargs", {})
     baselines = {name: evaluate(name, scenario, episodes, env_kwargs) for name in ("random", "scripted")}
     level = threshold(metric, baselines["scripted"][f"{metric.final}_mean"])
     results = []
-    for seed in seeds:
+
+    def train(seed: int) -> tuple[list[str], str | None, float | None]:
         folder = runs / scenario / f"seed{seed}"
         command = train_command(scenario, seed, folder, short_flags(scenario) if short else [])
+        if reuse and finished(command, folder):
+            return command, None, None
         before, start = load(), time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - start
+        return command, before, time.perf_counter() - start
+
+    with ThreadPoolExecutor(jobs) as pool:  # each run is a process of its own: threads only wait for them
+        trained = pool.map(train, seeds)
+    for seed, (command, before, wall) in zip(seeds, trained, strict=True):
+        folder = runs / scenario / f"seed{seed}"
         speed = json.loads((folder / "speed.json").read_text())
         final = evaluate(str(folder / "model.zip"), scenario, episodes, env_kwargs)
         points = curve(folder, metric)
@@ -150,9 +173,10 @@ def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, epi
                         "final": final, "value": final[f"{metric.final}_mean"], "curve": points,
                         "solved": time_to_solve(points, level), "losses": losses(folder),
                         "steps": speed["timesteps"], "train_seconds": speed["seconds"], "wall_seconds": wall,
-                        "steps_per_s": speed["steps_per_s"], "load_before": before, "load_after": load()})
-        print(f"{scenario} seed {seed}: {metric.name} {results[-1]['value']:.3f} in {wall:.0f} s "
-              f"(load {results[-1]['load_after']})", flush=True)
+                        "steps_per_s": speed["steps_per_s"], "load_before": before,
+                        "load_after": None if wall is None else load(), "runs_at_once": None if wall is None else jobs})
+        took = "(the run found there)" if wall is None else f"in {wall:.0f} s (load {results[-1]['load_after']})"
+        print(f"{scenario} seed {seed}: {metric.name} {results[-1]['value']:.3f} {took}", flush=True)
     best = max(results, key=lambda r: r["value"])
     shipped = export(best["run"], out / "pretrained" / f"{scenario}.npz" if short else None)
     document = {"scenario": scenario, "env_id": resolve(scenario).short_id, "short": short,
@@ -210,8 +234,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-games", type=int, default=1,
                         help="ladder games per pair with an LLM seat (default 1, 24 replies in all: SmolLM2 on 2 CPU "
                              "cores took ~100 s a reply under load)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="training runs at once (default 1: each run's wall time is its own; 2 on 2 cores halves "
+                             "the hour, and each run then shares the machine: the JSON says runs_at_once)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the finished runs already under --runs whose config is the one a run would have "
+                             "now (training is deterministic): an interrupted make results picks up where it stopped")
     parser.add_argument("--short", action="store_true", help="a few updates per run (CI); its policies stay in --out")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     out, runs = Path(args.out), Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
     for scenario in args.only or [*METRICS, "ladder"]:
@@ -219,9 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             games, llm_games = (4, 4) if args.short else (args.ladder_games, args.llm_games)
             print(f"wrote {ladder_results(out, games, llm_games, args.short)}")
             continue
-        if (runs / scenario).exists():
-            raise UsageError(f"{runs / scenario} holds runs already: move it away or choose another --runs")
-        print(f"wrote {scenario_results(scenario, list(range(args.seeds)), runs, out, args.episodes, args.short)}")
+        if (runs / scenario).exists() and not args.reuse:
+            raise UsageError(f"{runs / scenario} holds runs already: move it away, choose another --runs or --reuse "
+                             f"the finished ones")
+        seeds = list(range(args.seeds))
+        written = scenario_results(scenario, seeds, runs, out, args.episodes, args.short, args.jobs, args.reuse)
+        print(f"wrote {written}")
     return 0
 
 
