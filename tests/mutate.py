@@ -42,7 +42,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
               "tests/test_stateful_tools.py", "tests/test_seed_tool_system.py", "tests/test_pool_api.py"]),
     "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
                     ["tests/test_serve_hostile.py", "tests/test_serve_server.py", "tests/test_serve_lockout.py",
-                     "tests/test_serve_frames.py", "tests/test_serve_guard_answers.py"]),
+                     "tests/test_serve_frames.py", "tests/test_serve_guard_answers.py",
+                     "tests/test_serve_guard_edges.py", "tests/test_serve_reader.py"]),
     # (not sandbox_worker.py: it runs inside the jail, isolated from site-packages, where the mutated
     # copy's import of mutmut fails and every test with it)
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py"],
