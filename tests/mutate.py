@@ -43,7 +43,10 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "serve_guard": (["arena_envs/serve/guard.py", "arena_envs/serve/reading.py"],
                     ["tests/test_serve_hostile.py", "tests/test_serve_server.py", "tests/test_serve_lockout.py",
                      "tests/test_serve_frames.py", "tests/test_serve_guard_answers.py",
-                     "tests/test_serve_guard_edges.py", "tests/test_serve_reader.py"]),
+                     "tests/test_serve_guard_edges.py", "tests/test_serve_reader.py",
+                     # MCP's streamable HTTP behind the guard: its event streams listen for the client's
+                     # disconnect, which the guard's replay of the body must pass on (not the body again)
+                     "tests/test_serve_mcp_http.py"]),
     # (not sandbox_worker.py: it runs inside the jail, isolated from site-packages, where the mutated
     # copy's import of mutmut fails and every test with it)
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py"],
@@ -55,6 +58,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
 # does not hold too (the pool's 256 ids on 16 jails: 13 s a run, its pool calls are also made on worlds;
 # the jail's third memory hoard)
 DESELECT: dict[str, list[str]] = {
+    # the real model's game (a minute): the other MCP tests make the same calls through the guard
+    "serve_guard": ["tests/test_serve_mcp_http.py::test_the_real_smollm2_plays_a_hunt_through_a_plain_mcp_client"],
     "pool": ["tests/test_stateful_tools.py::test_256_ids_on_16_sandboxes_match_solo_runs_and_never_see_each_other"],
     # 800,000 files until the memory cgroup says no (the memfd and shared-memory hoards reach it in a second)
     "jail": ["tests/test_sandbox_attacks.py::test_the_jail_as_a_whole_is_bounded_by_its_memory_limit"
