@@ -82,7 +82,7 @@ soak: sysdeps $(STAMP)
 # against its own fast tests (tests/mutate.py); prints the kill rate per module. MODULES= picks some
 # (names transcripts pool serve_guard jail); a module's work folder build/mutate/<module> keeps its
 # results: remove it to measure a changed module afresh.
-# EVERY=5 (or 2, 10) measures a sample, the mutants whose number is a multiple of it (a fifth: the
+# EVERY=5 (or 2, 10, 20) measures a sample, the mutants whose number is a multiple of it (a fifth: the
 # jail's whole run, bubblewrap starting for each test, takes hours on 2 cores).
 MODULES ?=
 EVERY ?= 1

@@ -28,12 +28,12 @@ def test_make_mutate_runs_the_script_with_the_modules_asked_for():
 def test_a_sample_names_the_mutants_whose_number_is_a_multiple_and_a_bad_step_is_refused():
     import fnmatch
 
-    names = [f"arena_envs.names.x_find__mutmut_{n}" for n in range(1, 41)]
-    for every in (2, 5, 10):
+    names = [f"arena_envs.names.x_find__mutmut_{n}" for n in range(1, 241)]
+    for every in (2, 5, 10, 20):
         (pattern,) = sample(every)
-        assert [n for n in range(1, 41) if fnmatch.fnmatch(names[n - 1], pattern)] == list(range(every, 41, every))
+        assert [n for n in range(1, 241) if fnmatch.fnmatch(names[n - 1], pattern)] == list(range(every, 241, every))
     assert sample(1) == []
-    with pytest.raises(ValueError, match="--every must be 1, 2, 5 or 10, got 3"):
+    with pytest.raises(ValueError, match="--every must be 1, 2, 5, 10 or 20, got 3"):
         sample(3)
 
 

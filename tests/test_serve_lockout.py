@@ -351,4 +351,6 @@ def test_a_refusal_at_the_handshake_says_why_in_its_body():
         with pytest.raises(InvalidStatus) as refused:
             connect(ws_url(url) + "?session_id=not-ours", additional_headers={"X-API-Key": "s3cret"})
         response = refused.value.response
-        assert response.status_code == 403 and "attach" in json.loads(response.body)["detail"]
+        assert response.status_code == 403 and json.loads(response.body) == {
+            "detail": "no session of that id that this client may attach to (one made over HTTP from this address, "
+                      "not attached)", "code": "FORBIDDEN"}
