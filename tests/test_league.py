@@ -333,3 +333,27 @@ def test_a_decision_held_on_events_never_outlives_its_episode():
                                for k, v in idle_actions((3, 2)).items()})
     assert said == [0] * 8 + [8] * 8  # 7 ticks and the reset step: 8 calls an episode
 
+
+
+def test_one_world_holds_its_decisions_as_it_does_in_a_batch():
+    """A chat match's controller gives the held agent one world's team, (N, ...) arrays: it holds
+    them as that world's rows of a batch are held."""
+    from arena_envs.pretrained import HeldDecisions
+
+    native = team_capture_v0.vector_env(2, max_ticks=80)
+    obs, _ = native.reset(seed=3)
+    batch, worlds = HeldDecisions(30, 80, on_events=True), [HeldDecisions(30, 80, on_events=True) for _ in range(2)]
+    rng = np.random.default_rng(0)
+    for _ in range(80):
+        blue = {k: v[:, :2] for k, v in obs.items()}
+        actions = ClockTeam(native).act(blue)
+        actions["move_to"][..., :2] += rng.normal(size=(2, 2, 2)).astype(np.float32)  # a new choice each tick
+        held = batch(blue, actions)
+        for b, world in enumerate(worlds):
+            alone = world({k: v[b] for k, v in blue.items()}, {k: (v[b] if not isinstance(v, dict) else
+                                                                   {kk: vv[b] for kk, vv in v.items()})
+                                                               for k, v in actions.items()})
+            np.testing.assert_array_equal(alone["move_to"], held["move_to"][b])
+        both = {k: (np.concatenate([v, v], 1) if not isinstance(v, dict)
+                    else {kk: np.concatenate([vv, vv], 1) for kk, vv in v.items()}) for k, v in held.items()}
+        obs, *_ = native.step(both)

@@ -173,10 +173,12 @@ class HeldDecisions:
     def __call__(self, obs: dict[str, np.ndarray], actions: Any) -> Any:
         if self.every == 1:
             return actions
-        time_left = obs["time_left"]
+        one_world = obs["agent"].ndim == 2  # one world's team, (N, ...), as a chat match's controller gives it
+        worlds = {key: value[None] for key, value in obs.items()} if one_world else obs  # (B, N, ...)
+        time_left = worlds["time_left"]
         tick = self.max_ticks - time_left.reshape(len(time_left), -1)[:, 0]
-        fresh = self.held is None or len(self.held["tool"]) != len(tick)
-        view = decision_view(obs) if self.on_events else None
+        fresh = self.held is None or len(self.held["tool"]) != len(actions["tool"])
+        view = decision_view(worlds) if self.on_events else None
         if fresh:
             decide = np.ones(len(tick), bool)
             self.held, self.age = _copy(actions), np.zeros(len(tick), np.int64)
@@ -186,7 +188,7 @@ class HeldDecisions:
             decide = tick % self.every == 0  # (B,): this world's tick starts a decision
         if self.on_events:
             self.view, self.age = view, np.where(decide, 1, self.age + 1)
-        return _hold(self.held, actions, decide)
+        return _hold(self.held, actions, np.repeat(decide, len(actions["tool"])) if one_world else decide)
 
 
 def _copy(tree: Any) -> Any:
