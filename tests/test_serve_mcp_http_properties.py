@@ -1,0 +1,243 @@
+"""Property tests of ``/mcp/http``'s session table under random interleavings of real MCP clients.
+
+One real server (Treasure Hunt, at most :data:`CAP` MCP sessions, unused ones expiring after :data:`TTL` s) on
+127.0.0.1. Each example is a program: a few clients, each driven by fastmcp's ``Client`` from a loopback address
+of its own (127.0.0.2, 127.0.0.3, ...: httpx binds the source address), play sessions one after another: open one
+(``?seed=N``), call tools, read ``arena://observation``, pause for longer than the TTL, and end it by ``DELETE``
+(leaving the ``async with``) or by going away without one (the client's link cut: the session then expires). The
+clients run at once (``asyncio.gather``) with random sleeps between their steps. Checked after every program,
+against when each client asked and was answered (one clock: the server runs on a thread of this process):
+
+* an open is refused (503) only if :data:`CAP` sessions may have been open meanwhile, and admitted only if fewer
+  than :data:`CAP` certainly were; the hub never holds more than :data:`CAP` MCP sessions at once;
+* each session's answers are those of its seed's world played in-process with its own calls alone;
+* then every world is freed (the server's ``/stats``), and a fresh client gets exactly :data:`CAP` sessions
+  at once, one more being refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import httpx
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import arena_envs  # noqa: F401
+from arena_envs.serve import Limits, make_app
+from arena_envs.serve.app import hub_of, running
+from arena_envs.serve.mcp_http import PATH
+
+CAP = 3
+TTL = 0.3  # seconds: a session with no request in flight for this long is closed
+TICK = 0.02  # seconds: the unit of the random sleeps
+CALLS = [("pwd", {}), ("ls", {}), ("cat", {"file": "start.txt"}), ("cd", {"path": ".."}),
+         ("cd", {"path": "nowhere"}), ("give_up", {})]  # a bad path costs a tick; give_up ends the episode
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+step = st.tuples(st.sampled_from(["call", "call", "call", "read", "read", "pause"]),
+                 st.integers(0, len(CALLS) - 1), st.integers(0, 3))  # what, which call, sleep before (ticks)
+session = st.tuples(st.integers(0, 3), st.lists(step, max_size=4), st.sampled_from(["delete", "delete", "abandon"]),
+                    st.integers(0, 3))  # seed, steps, how it ends, sleep before opening (ticks)
+programs = st.lists(st.lists(session, min_size=1, max_size=2), min_size=2, max_size=5)  # a client's sessions
+
+
+@pytest.fixture(scope="module")
+def server():
+    limits = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=CAP, http_session_ttl=TTL)
+    app = make_app("treasure_hunt", max_sessions=2, limits=limits)
+    with running(app) as base:
+        yield base, app
+
+
+class Link(httpx.AsyncHTTPTransport):
+    """One client's network: requests leave from its own loopback address; :meth:`cut` ends it (open
+    streams closed, every later request failing), as when a client goes away without a ``DELETE``."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(local_address=address)
+        self.is_cut = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.is_cut:
+            raise httpx.ConnectError("the client went away")
+        return await super().handle_async_request(request)
+
+    async def cut(self) -> None:
+        self.is_cut = True
+        await self.aclose()
+
+    def client(self, **kwargs: Any) -> httpx.AsyncClient:  # fastmcp's httpx_client_factory
+        return httpx.AsyncClient(transport=self, **kwargs)
+
+
+@dataclass
+class Span:
+    """One session as its client saw it: when it asked, was answered, ended; what it was told."""
+
+    seed: int
+    asked: float
+    opened: float | None = None  # None: refused
+    last_sent: float = 0.0  # its last request sent: it expires no sooner than TTL after
+    ending: float = math.inf  # DELETE sent, or link cut
+    ended: float = math.inf  # DELETE answered (an abandoned session: unknown)
+    abandoned: bool = False
+    seen: list[tuple] = field(default_factory=list)  # ("read", text) or ("call", name, args, answer...)
+
+    def certainly_open(self, start: float, end: float) -> bool:
+        """Open on the server throughout [start, end]."""
+        closes = self.last_sent + TTL if self.abandoned else self.ending
+        return self.opened is not None and self.opened < start and closes > end
+
+    def maybe_open(self, start: float, end: float) -> bool:
+        """Open on the server at some instant of [start, end]."""
+        return self.opened is not None and self.asked < end and self.ended > start
+
+
+async def play(url: str, address: str, plan: tuple, spans: list[Span]) -> None:
+    seed, steps, ending, wait = plan
+    await asyncio.sleep(wait * TICK)
+    link = Link(address)
+    mcp = Client(StreamableHttpTransport(f"{url}?seed={seed}", httpx_client_factory=link.client))
+    span = Span(seed, asked=time.monotonic())
+    span.last_sent = span.asked
+    spans.append(span)
+    try:
+        async with mcp:
+            span.opened = time.monotonic()
+            for what, which, pause in steps:
+                await asyncio.sleep(pause * TICK)
+                if what != "pause":
+                    span.last_sent = time.monotonic()
+                if what == "pause":  # longer than the TTL: the client's open stream holds the session
+                    await asyncio.sleep(1.5 * TTL)
+                elif what == "read":
+                    span.seen.append(("read", (await mcp.read_resource("arena://observation"))[0].text))
+                else:
+                    name, arguments = CALLS[which]
+                    result = await mcp.call_tool(name, arguments, raise_on_error=False)
+                    data = result.structured_content or {}
+                    span.seen.append(("call", name, arguments, result.content[0].text, data.get("reward"),
+                                      data.get("done")))
+            span.ending = time.monotonic()
+            if ending == "abandon":
+                span.abandoned = True
+                await link.cut()
+        span.ended = math.inf if span.abandoned else time.monotonic()
+    except httpx.HTTPStatusError as error:
+        assert span.opened is None, f"an open session's request failed: {error}"
+        assert error.response.status_code == 503, error  # its body's message: see fresh_clients_fill_it
+        span.ended = time.monotonic()  # the refusal's answer
+
+
+async def run(url: str, program: list[list[tuple]], hub: Any) -> tuple[list[Span], int]:
+    spans: list[Span] = []
+    most = 0
+    stop = threading.Event()
+
+    async def watch() -> None:  # the hub's MCP session handles, sampled at every loop turn
+        nonlocal most
+        while not stop.is_set():
+            most = max(most, hub.stats()["handles"])
+            await asyncio.sleep(0.002)
+
+    async def client(number: int, plans: list[tuple]) -> None:
+        for plan in plans:
+            await play(url, f"127.0.0.{2 + number}", plan, spans)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.gather(*(client(number, plans) for number, plans in enumerate(program)))
+    finally:
+        stop.set()
+        await watcher
+    return spans, most
+
+
+def check_cap(spans: list[Span]) -> None:
+    for span in spans:
+        answered = span.opened if span.opened is not None else span.ended
+        others = [other for other in spans if other is not span]
+        if span.opened is None:
+            maybe = sum(other.maybe_open(span.asked, answered) for other in others)
+            assert maybe >= CAP, f"refused with at most {maybe} of {CAP} sessions open"
+        else:
+            certain = sum(other.certainly_open(span.asked, answered) for other in others)
+            assert certain < CAP, f"a session admitted while {certain} of {CAP} were open"
+
+
+def check_own_world(span: Span) -> None:
+    """``span``'s answers are those of its seed's world with its own calls alone."""
+    env = gym.make("arena_envs/TreasureHunt-v0")
+    text, _ = env.reset(seed=span.seed)
+    done = False
+    for seen in span.seen:
+        if seen[0] == "read":
+            assert seen[1] == text, "the observation read is not the world's last"
+            continue
+        _, name, arguments, served, reward, served_done = seen
+        if done:
+            assert "the episode is over" in served and reward is None, served
+            continue
+        text, local_reward, terminated, truncated, _ = env.step({"tool": name, **arguments})
+        done = terminated or truncated
+        assert (served, reward, served_done) == (text, local_reward, done), f"{name} {arguments}"
+
+
+async def freed(base: str) -> dict[str, Any]:
+    """The server's /stats once every MCP session and world is freed (abandoned ones expire)."""
+    async with httpx.AsyncClient(base_url=base) as http:
+        deadline = time.monotonic() + TTL + 30
+        while True:
+            stats = (await http.get("/stats")).json()
+            if (stats["handles"], stats["sessions"]) == (0, 0) or time.monotonic() > deadline:
+                return stats
+            await asyncio.sleep(0.05)
+
+
+async def fresh_clients_fill_it(url: str) -> list[Any]:
+    """CAP fresh clients at once each play a call; one more meanwhile is refused, and told why."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client(f"{url}?seed={seed}")) for seed in range(CAP)]
+        answers = await asyncio.gather(*(mcp.call_tool("pwd", {}) for mcp in clients))
+        with pytest.raises(httpx.HTTPStatusError, match="503"):
+            async with Client(url):
+                pass
+        async with httpx.AsyncClient() as http:
+            refused = await http.post(url + "/", json=INITIALIZE, headers=ACCEPT)
+        assert refused.status_code == 503 and refused.json()["error"]["message"] == "Too many open sessions"
+    return answers
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(program=programs)
+# CAP clients holding their sessions over a pause while a fourth asks (refused), then asks again after a DELETE
+@example(program=[[(1, [("pause", 0, 0)], "delete", 0)], [(2, [("pause", 0, 0), ("call", 2, 0)], "delete", 0)],
+                  [(1, [("call", 1, 0), ("pause", 0, 0)], "abandon", 0)],
+                  [(3, [], "delete", 3), (3, [("read", 0, 0), ("call", 0, 0)], "delete", 0)]])
+def test_the_session_table_under_random_interleavings(server, program):
+    base, app = server
+    url = base + PATH
+    spans, most = asyncio.run(run(url, program, hub_of(app)))
+    assert most <= CAP, f"the hub held {most} MCP sessions at once"
+    check_cap(spans)
+    for span in spans:
+        check_own_world(span)
+    stats = asyncio.run(freed(base))
+    assert (stats["handles"], stats["sessions"]) == (0, 0), f"sessions left after the program: {stats}"
+    answers = asyncio.run(fresh_clients_fill_it(url))
+    assert all(answer.data["text"].startswith("/") for answer in answers)
+    assert asyncio.run(freed(base))["sessions"] == 0
