@@ -37,31 +37,40 @@ import arena_envs  # noqa: F401
 from arena_envs.serve import Limits, make_app
 from arena_envs.serve.app import hub_of, running
 from arena_envs.serve.mcp_http import PATH
+from arena_envs.serve.sessions import SCENARIOS, render
+from arena_envs.tools import ToolPool
 
 CAP = 3
 TTL = 0.3  # seconds: a session with no request in flight for this long is closed
 TICK = 0.02  # seconds: the unit of the random sleeps
-CALLS = [("pwd", {}), ("ls", {}), ("cat", {"file": "start.txt"}), ("cd", {"path": ".."}),
-         ("cd", {"path": "nowhere"}), ("give_up", {})]  # a bad path costs a tick; give_up ends the episode
+CALLS = {  # a bad call costs a tick; give_up ends the episode
+    "treasure_hunt": [("pwd", {}), ("ls", {}), ("cat", {"file": "start.txt"}), ("cd", {"path": ".."}),
+                      ("cd", {"path": "nowhere"}), ("give_up", {})],
+    "foraging": [("idle", {}), ("query_world", {"radius": 30.0}), ("collect", {"target_name": "Nothing7"}),
+                 ("move_to", {"target_x": 4.0, "target_y": 0.0, "target_z": -3.0, "speed": 1.0}),
+                 ("query_world", {"radius": 80.0, "filter_type": "resource"}), ("query_inventory", {})],
+}
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 step = st.tuples(st.sampled_from(["call", "call", "call", "read", "read", "pause"]),
-                 st.integers(0, len(CALLS) - 1), st.integers(0, 3))  # what, which call, sleep before (ticks)
+                 st.integers(0, 5), st.integers(0, 3))  # what, which call, sleep before (ticks)
 ENDINGS = ["delete", "delete", "abandon", "delete mid-call", "abandon mid-call"]  # abandon: no DELETE, link cut
 session = st.tuples(st.integers(0, 3), st.lists(step, max_size=4), st.sampled_from(ENDINGS),
                     st.integers(0, 3))  # seed, steps, how it ends, sleep before opening (ticks)
 programs = st.lists(st.lists(session, min_size=1, max_size=2), min_size=2, max_size=5)  # a client's sessions
 
 
-@pytest.fixture(scope="module")
-def server():
+@pytest.fixture(scope="module", params=list(CALLS))
+def server(request):
+    """A server of Treasure Hunt (a world per session) or of Foraging (the sessions' worlds in one batch,
+    stepped together)."""
     limits = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=CAP, http_session_ttl=TTL)
-    app = make_app("treasure_hunt", max_sessions=2, limits=limits)
+    app = make_app(request.param, max_sessions=2, limits=limits)
     with running(app) as base:
-        yield base, app
+        yield base, app, request.param
 
 
 class Link(httpx.AsyncHTTPTransport):
@@ -110,7 +119,7 @@ class Span:
         return self.opened is not None and self.asked < end and self.ended > start
 
 
-async def play(url: str, address: str, plan: tuple, spans: list[Span]) -> None:
+async def play(url: str, address: str, plan: tuple, calls: list[tuple], spans: list[Span]) -> None:
     seed, steps, ending, wait = plan
     await asyncio.sleep(wait * TICK)
     link = Link(address)
@@ -131,14 +140,14 @@ async def play(url: str, address: str, plan: tuple, spans: list[Span]) -> None:
                 if what == "read":
                     span.seen.append(("read", (await mcp.read_resource("arena://observation"))[0].text))
                 else:
-                    name, arguments = CALLS[which]
+                    name, arguments = calls[which]
                     result = await mcp.call_tool(name, arguments, raise_on_error=False)
                     data = result.structured_content or {}
                     span.seen.append(("call", name, arguments, result.content[0].text, data.get("reward"),
                                       data.get("done")))
             if ending.endswith("mid-call"):  # the session ends with a call in flight (its first: a reset)
                 span.last_sent = time.monotonic()
-                call = asyncio.ensure_future(mcp.call_tool("ls", {}))
+                call = asyncio.ensure_future(mcp.call_tool(*calls[1]))
                 await asyncio.sleep(TICK / 2)
             span.ending = time.monotonic()
             span.how = "abandoned" if ending.startswith("abandon") else "unsure"
@@ -162,7 +171,7 @@ async def play(url: str, address: str, plan: tuple, spans: list[Span]) -> None:
         span.ended = time.monotonic()
 
 
-async def run(url: str, program: list[list[tuple]], hub: Any) -> tuple[list[Span], int]:
+async def run(url: str, program: list[list[tuple]], calls: list[tuple], hub: Any) -> tuple[list[Span], int]:
     spans: list[Span] = []
     most = 0
     stop = threading.Event()
@@ -175,7 +184,7 @@ async def run(url: str, program: list[list[tuple]], hub: Any) -> tuple[list[Span
 
     async def client(number: int, plans: list[tuple]) -> None:
         for plan in plans:
-            await play(url, f"127.0.0.{2 + number}", plan, spans)
+            await play(url, f"127.0.0.{2 + number}", plan, calls, spans)
 
     watcher = asyncio.ensure_future(watch())
     try:
@@ -198,11 +207,23 @@ def check_cap(spans: list[Span]) -> None:
             assert certain < CAP, f"a session admitted while {certain} of {CAP} were open"
 
 
-def check_own_world(span: Span) -> None:
-    """``span``'s answers are those of its seed's world with its own calls alone."""
-    env = gym.make("arena_envs/TreasureHunt-v0")
-    text, _ = env.reset(seed=span.seed)
-    done = False
+async def check_own_world(span: Span, scenario: str) -> None:
+    """``span``'s answers are those of its seed's world with its own calls alone, played in-process by what
+    the server wraps: Treasure Hunt's env, or a Foraging pool of one world rendered as the server renders."""
+    if scenario == "treasure_hunt":
+        env = gym.make(SCENARIOS[scenario])
+        text, done = env.reset(seed=span.seed)[0], False
+
+        async def step(name: str, arguments: dict) -> tuple:
+            text, reward, terminated, truncated, _ = env.step({"tool": name, **arguments})
+            return text, reward, terminated or truncated
+    else:
+        pool = ToolPool(SCENARIOS[scenario], size=1, render=render)
+        text, done = render(await pool.acquire("alone", seed=span.seed)).text, False
+
+        async def step(name: str, arguments: dict) -> tuple:
+            answer = await pool.call({"tool": name, "params": arguments}, id="alone")
+            return answer.observation.text, answer.reward, answer.terminated or answer.truncated
     for seen in span.seen:
         if seen[0] == "read":
             assert seen[1] == text, "the observation read is not the world's last"
@@ -211,8 +232,7 @@ def check_own_world(span: Span) -> None:
         if done:
             assert "the episode is over" in served and reward is None, served
             continue
-        text, local_reward, terminated, truncated, _ = env.step({"tool": name, **arguments})
-        done = terminated or truncated
+        text, local_reward, done = await step(name, arguments)
         assert (served, reward, served_done) == (text, local_reward, done), f"{name} {arguments}"
 
 
@@ -227,11 +247,11 @@ async def freed(base: str) -> dict[str, Any]:
             await asyncio.sleep(0.05)
 
 
-async def fresh_clients_fill_it(url: str) -> list[Any]:
+async def fresh_clients_fill_it(url: str, call: tuple) -> list[Any]:
     """CAP fresh clients at once each play a call; one more meanwhile is refused, and told why."""
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(Client(f"{url}?seed={seed}")) for seed in range(CAP)]
-        answers = await asyncio.gather(*(mcp.call_tool("pwd", {}) for mcp in clients))
+        answers = await asyncio.gather(*(mcp.call_tool(*call) for mcp in clients))
         with pytest.raises(httpx.HTTPStatusError, match="503"):
             async with Client(url):
                 pass
@@ -241,23 +261,23 @@ async def fresh_clients_fill_it(url: str) -> list[Any]:
     return answers
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@settings(max_examples=10, deadline=None, derandomize=True, database=None)
 @given(program=programs)
 # CAP clients holding their sessions over a pause while a fourth asks (refused), then asks again after a DELETE
 @example(program=[[(1, [("pause", 0, 0)], "delete", 0)], [(2, [("pause", 0, 0), ("call", 2, 0)], "delete", 0)],
                   [(1, [("call", 1, 0), ("pause", 0, 0)], "abandon", 0)],
                   [(3, [], "delete", 3), (3, [("read", 0, 0), ("call", 0, 0)], "delete", 0)]])
 def test_the_session_table_under_random_interleavings(server, program):
-    base, app = server
+    base, app, scenario = server
     url = base + PATH
     assert asyncio.run(freed(base))["sessions"] == 0  # none left by an example that failed
-    spans, most = asyncio.run(run(url, program, hub_of(app)))
+    spans, most = asyncio.run(run(url, program, CALLS[scenario], hub_of(app)))
     assert most <= CAP, f"the hub held {most} MCP sessions at once"
     check_cap(spans)
     for span in spans:
-        check_own_world(span)
+        asyncio.run(check_own_world(span, scenario))
     stats = asyncio.run(freed(base))
     assert (stats["handles"], stats["sessions"]) == (0, 0), f"sessions left after the program: {stats}"
-    answers = asyncio.run(fresh_clients_fill_it(url))
-    assert all(answer.data["text"].startswith("/") for answer in answers)
+    answers = asyncio.run(fresh_clients_fill_it(url, CALLS[scenario][0]))
+    assert len(answers) == CAP and not any(answer.is_error or answer.data["done"] for answer in answers)
     assert asyncio.run(freed(base))["sessions"] == 0
