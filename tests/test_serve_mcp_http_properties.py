@@ -1,8 +1,9 @@
 """Property tests of ``/mcp/http``'s session table under random interleavings of real MCP clients.
 
-One real server on 127.0.0.1 (at most :data:`CAP` MCP sessions, unused ones expiring after :data:`TTL` s) for
-each of Treasure Hunt (a world per session) and Foraging (the sessions' worlds in one batch, stepped together).
-Each example is a program: a few clients, each driven by fastmcp's ``Client`` from a loopback address of its own (127.0.0.2, 127.0.0.3, ...: httpx binds the source address), play sessions one after another: open one
+One real server on 127.0.0.1 (at most :data:`CAP` MCP sessions, unused ones expiring after :data:`TTL` s) for each
+of Treasure Hunt (a world per session) and Foraging (the sessions' worlds in one batch, stepped together). Each
+example is a program: a few clients, each driven by fastmcp's ``Client`` from a loopback address of its own
+(127.0.0.2, 127.0.0.3, ...: httpx binds the source address), play sessions one after another: open one
 (``?seed=N``), call tools, read ``arena://observation``, pause for longer than the TTL, and end it by ``DELETE``
 (leaving the ``async with``) or by going away without one (the client's link cut: the session then expires). The
 clients run at once (``asyncio.gather``) with random sleeps between their steps. Checked after every program,
