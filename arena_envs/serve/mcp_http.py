@@ -14,7 +14,8 @@ it. This endpoint is the MCP SDK's server (its ``StreamableHTTPSessionManager`` 
         result.data                                             # text, observation, reward, done...
 
 * Each MCP session plays one episode in a world of its own (an :class:`~.sessions.ArenaSession` of the
-  server's hub, freed when the session ends: ``DELETE``, or ``http_session_ttl`` seconds unused). The
+  server's hub, freed when the session ends: ``DELETE``, or ``http_session_ttl`` seconds with no request
+  in flight: a client gone without a ``DELETE``, since a connected client's open GET stream holds it). The
   episode starts at the session's first call (or resource read), at the seed given in the URL (``?seed=N``;
   none: a random world; ``&arrays=true`` adds the native observation arrays to every answer). Once it is
   over, calls are refused: open a new session.
