@@ -29,7 +29,8 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
+# results/ holds the JSON that results.md is rendered from, and the ladder's own table (ladder.md)
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "results/*.md"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 # The notebooks under docs/notebooks/ are stored executed (docs/execute_notebooks.py): the

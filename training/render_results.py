@@ -307,8 +307,9 @@ def scenario_section(documents: list[dict[str, Any]], files: list[Path], figures
                *headline_table(documents), "",
                *([f"Not run yet (no JSON): {', '.join(missing)}; `make results` runs every scenario.", ""]
                  if missing else []),
-               "**Time to solve**: training wall seconds until the metric, as the run logged it (the "
-               "training episodes' mean, or its periodic evaluation), first reached the solved level.", "",
+               "**Time to solve**: training wall seconds until the metric, as the run logged it (its periodic "
+               "evaluation on held-out worlds), first reached the solved level; a run kept by `--reuse` has no "
+               "wall time or load of its own.", "",
                *solve_table(documents), "",
                f"![Performance profiles: for each scenario, the fraction of runs whose score over its solved level "
                f"exceeds tau]({relative[0]})", "",
