@@ -45,7 +45,7 @@ def test_the_short_ladder_rates_policies_and_a_scripted_llm_seat(tmp_path):
     order = [row["entrant"] for row in document["ratings"]]
     assert order.index("scripted") < order.index("random"), document["ratings"]
     ordinal = {row["entrant"]: row["ordinal"] for row in document["ratings"]}
-    assert ordinal["scripted"] > ordinal["random"]
+    assert ordinal["scripted"] > ordinal["random"] and ordinal["pretrained"] > ordinal["random"]
     matrix = document["matrix"]
     for a, b in combinations(names, 2):  # every pair played its 4 games, seen alike from both sides
         assert sum(matrix[a][b]) == 4 and matrix[a][b] == matrix[b][a][::-1], (a, b, matrix[a][b], matrix[b][a])
@@ -59,7 +59,8 @@ def test_the_short_ladder_rates_policies_and_a_scripted_llm_seat(tmp_path):
     assert set(as_blue) == {"random", "pretrained", "llm"} and all(row["games"] == 2 for row in as_blue.values())
     written = json.loads((tmp_path / "ladder.json").read_text())
     assert written["matrix"] == matrix and (tmp_path / "ladder.png").stat().st_size > 10_000
-    assert "| 1 | `scripted` |" in (tmp_path / "ladder.md").read_text()
+    top = document["ratings"][0]  # the table shows the ratings in their order
+    assert f"| 1 | `{top['entrant']}` | {top['ordinal']:.2f} |" in (tmp_path / "ladder.md").read_text()
 
 
 def arena_eval_ladder(argv: list[str]) -> dict:
