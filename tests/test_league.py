@@ -239,6 +239,39 @@ def test_beating_the_scripted_team_takes_timely_decisions(every, on_events, low,
     assert low <= result["success"].mean() <= high, result["success"].mean()
 
 
+def test_a_point_changing_hands_or_an_arrival_is_an_event_and_a_capture_starting_is_not():
+    """team_capture.decision_events on a real game: red walks onto a point blue owns. Its capture
+    starting ends no decision (the learner's step away from a contested point would end on it,
+    and most seeds then learnt to stay), the point changing hands does, and so does a blue
+    agent stopping; a blue agent merely walking on does not."""
+    from team_capture_helpers import POINTS, TOOLS, idle_actions
+
+    from arena_envs.team_capture import decision_events, decision_view, join_teams, split_teams
+
+    native = team_capture_v0.vector_env(1, agents_per_team=1, max_ticks=1000)
+    obs, _ = native.reset(seed=0)
+    state = native.unwrapped.state
+    state.extra["point_owner"][0, POINTS["A"]] = 0  # blue owns A; red stands next to it
+    state.x[0, 1], state.z[0, 1] = -15.0 + 5.0, -15.0
+    blue, red = idle_actions((1, 1)), idle_actions((1, 1))
+    obs, *_ = native.step(join_teams(blue, red))  # observed as placed
+    red["tool"][:], red["move_to"][0, 0] = TOOLS["move_to"], (-15.0, -15.0, 1.0)
+    blue["tool"][:], blue["move_to"][0, 0] = TOOLS["move_to"], (-25.0, 10.0, 1.0)  # a short walk
+    events, taking_since = [], None
+    view = decision_view(split_teams(obs, 1)[0])
+    for tick in range(200):
+        obs, *_ = native.step(join_teams(blue, red))
+        after = decision_view(split_teams(obs, 1)[0])
+        if decision_events(view, after)[0]:
+            events.append(("hands" if (view[0] != after[0]).any() else "arrived", tick))
+        if taking_since is None and obs["points"][0, 0, POINTS["A"], 6] > 0:
+            taking_since = tick
+        view = after
+    (first, arrived), (second, changed) = events
+    assert (first, second) == ("arrived", "hands"), events
+    assert taking_since is not None and taking_since not in (arrived, changed) and taking_since < changed
+
+
 class ClockTeam:
     """Blue agents walking to a point that changes every 7 ticks, events or not: how long each
     decision is held shows in where they go. Decides each time it is asked, or holds as

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arena_envs import pretrained
 from arena_envs.training import results
@@ -137,14 +138,20 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
     out, runs = tmp_path / "results", tmp_path / "runs"
     assert results.main(["--short", "--seeds", "2", "--jobs", "2", "--episodes", "4", "--out", str(out),
                          "--runs", str(runs)]) == 0
-    for scenario in results.METRICS:
-        document = json.loads((out / f"{scenario}.json").read_text())
+    for name, headline in results.HEADLINES.items():
+        document, scenario = json.loads((out / f"{name}.json").read_text()), headline.scenario
         assert document["short"] and [r["seed"] for r in document["runs"]] == [0, 1]
+        assert document["env_kwargs"] == headline.config().get("env_kwargs", {})  # 3v3: the headline's --set
         for run in document["runs"]:
             for column, (first, last) in run["losses"].items():  # each update changed the policy
-                assert first != last, (scenario, column)
+                assert first != last, (name, column)
             assert run["steps"] > 0 and run["steps_per_s"] > 0 and len(run["load_after"].split()) == 3
-            assert run["runs_at_once"] == 2 and run["run"].endswith(f"seed{run['seed']}")
+            assert run["runs_at_once"] == 2 and run["run"].endswith(f"{name}/seed{run['seed']}")
+            trained = yaml.safe_load((Path(run["run"]) / "config.yaml").read_text())
+            assert trained.get("env_kwargs", {}) == document["env_kwargs"]
+        if not headline.ships:
+            assert document["pretrained"] is None
+            continue
         shipped = Path(document["pretrained"]["file"])
         assert shipped.parent == out / "pretrained"  # a short run never replaces the package's policies
         policy = pretrained.load(str(shipped), scenario)
@@ -160,8 +167,8 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     text = page.read_text()
     assert "A short run (CI)" in text
-    for env_id in ("Foraging-v0", "Crafting-v0", "TeamCapture-v0"):
-        assert re.search(rf"^\| {env_id} \| .* \| 2 \|", text, re.M), env_id
+    for label in ("Foraging-v0", "Crafting-v0", "TeamCapture-v0 2v2", "TeamCapture-v0 3v3"):
+        assert re.search(rf"^\| {label} \| .* \| 2 \|", text, re.M), label
     assert re.search(r"^\| `scripted-llm\+pretrained` \| 2 \| ", text, re.M)  # as blue against scripted
 
 
@@ -181,4 +188,4 @@ def test_the_shipped_page_holds_the_rendered_part():
         assert not document["short"]
         seeds = [run["seed"] for run in document["runs"]]
         assert seeds == document["seeds"] and len(seeds) >= 2  # an interval needs two (make results runs 5)
-        assert re.search(rf"^\| {document['env_id']} \| .* \| {len(seeds)} \| ", generated, re.M)
+        assert re.search(rf"^\| {document['label']} \| .* \| {len(seeds)} \| ", generated, re.M)

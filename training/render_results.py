@@ -41,7 +41,7 @@ BEGIN = "<!-- results:begin (rendered by training/render_results.py from docs/re
 END = "<!-- results:end -->"
 LADDER_BEGIN = "<!-- ladder:begin (rendered by training/render_results.py from results/ladder.json; do not edit) -->"
 LADDER_END = "<!-- ladder:end -->"
-ORDER = ("foraging", "crafting", "team_capture")
+ORDER = ("foraging", "crafting", "team_capture", "team_capture_3v3")  # results.HEADLINES
 REPS = 2000  # bootstrap resamples (rliable's examples use 2000 for intervals)
 # rliable 1.2 hands arch a RandomState, which arch 7 still takes with a FutureWarning per interval
 warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
@@ -66,6 +66,16 @@ def normalised(document: dict[str, Any]) -> np.ndarray:
     return np.array([run["value"] for run in document["runs"]]) / level
 
 
+def label(document: dict[str, Any]) -> str:
+    """The headline's name on the page: its env id, and e.g. 3v3 (JSON written before labels: the env id)."""
+    return document.get("label", document["env_id"])
+
+
+def shipped(document: dict[str, Any]) -> str:
+    pretrained = document["pretrained"]
+    return f"`pretrained:{document['scenario']}` (seed {pretrained['seed']})" if pretrained else "-"
+
+
 def fmt(value: float, metric: dict[str, Any]) -> str:
     return f"{100 * value:.1f}%" if metric["final"] == "success" else f"{value:.1f}"
 
@@ -81,9 +91,9 @@ def headline_table(documents: list[dict[str, Any]]) -> list[str]:
         target = (fmt(metric["target"], metric) if metric["target"] is not None
                   else f">= scripted ({fmt(d['baselines']['scripted'][key], metric)})")
         scripted, random = (fmt(d["baselines"][name][key], metric) for name in ("scripted", "random"))
-        lines.append(f"| {d['env_id']} | {metric['name']} | **{fmt(point, metric)}** [{fmt(low, metric)}, "
+        lines.append(f"| {label(d)} | {metric['name']} | **{fmt(point, metric)}** [{fmt(low, metric)}, "
                      f"{fmt(high, metric)}] | {len(values)} | {target} | {scripted} | {random} "
-                     f"| `pretrained:{d['scenario']}` (seed {d['pretrained']['seed']}) |")
+                     f"| {shipped(d)} |")
     return lines
 
 
@@ -102,7 +112,7 @@ def solve_table(documents: list[dict[str, Any]]) -> list[str]:
         wall = f"{np.median([r['wall_seconds'] for r in timed]):.0f}" if timed else "-"
         load = f"{loads[0]:.1f}-{loads[-1]:.1f}" if timed else "-"
         at_once = max(r.get("runs_at_once", 1) for r in timed) if timed else "-"
-        lines.append(f"| {d['env_id']} | {metric['name']} >= {fmt(metric['threshold'], metric)} | {len(solved)}/"
+        lines.append(f"| {label(d)} | {metric['name']} >= {fmt(metric['threshold'], metric)} | {len(solved)}/"
                      f"{len(runs)} | {timing} | {steps} | {np.median([r['steps_per_s'] for r in runs]):,.0f} "
                      f"| {wall} | {load} | {at_once} |")
     return lines
@@ -115,12 +125,12 @@ def performance_profile(documents: list[dict[str, Any]], path: Path) -> Path:
     import matplotlib.pyplot as plt
     from rliable import library, plot_utils
 
-    scores = {d["env_id"]: normalised(d).reshape(-1, 1) for d in documents}
+    scores = {label(d): normalised(d).reshape(-1, 1) for d in documents}
     top = max(2.0, max(float(s.max()) for s in scores.values()) * 1.05)
     taus = np.linspace(0.0, top, 101)
     profiles, intervals = library.create_performance_profile(scores, taus, reps=REPS)
     fig, ax = plt.subplots(figsize=(6, 4))
-    colours = dict(zip(scores, ("tab:blue", "tab:orange", "tab:green"), strict=False))
+    colours = dict(zip(scores, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False))
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=intervals, colors=colours,
                                          xlabel=r"normalised score $\tau$ (metric / solved level)",
                                          ylabel=r"fraction of runs with score $> \tau$", ax=ax, legend=True)
@@ -149,13 +159,13 @@ def learning_curves(documents: list[dict[str, Any]], path: Path, points: int = 2
             ax.plot(grid, estimates[:, 0], label=f"IQM of {len(curves)} seeds")
             ax.fill_between(grid, estimates[:, 1], estimates[:, 2], alpha=0.3, label="95% CI")
             ax.set_ylabel(metric["name"])
-            ax.set_title(f"{d['env_id']} ({curves[0]['column']})")
+            ax.set_title(f"{label(d)} ({curves[0]['column']})")
         else:
             ax.text(0.5, 0.5, "no point logged", ha="center", transform=ax.transAxes)
         ax.axhline(metric["threshold"], ls="--", color="grey", label="solved")
         ax.set_xlabel("env steps (agent steps in team capture)")
         if not curves:
-            ax.set_title(d["env_id"])
+            ax.set_title(label(d))
         ax.grid(alpha=0.3)
         ax.legend(loc="best")
     fig.tight_layout()

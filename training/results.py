@@ -3,20 +3,22 @@
     python -m arena_envs.training.results                      # 5 seeds x every RL scenario (about an hour)
     python -m arena_envs.training.results --short --out /tmp/r # a few updates each: what CI runs
 
-For each RL scenario (Foraging, Crafting, team capture) and each seed, one command trains the
-scenario's headline config (``arena-train <scenario> --seed S --out <runs>/<scenario>/seed<S>``:
-whatever ``training/configs/ppo/<scenario>.yaml`` says, so a changed config flows in), then the
-final policy plays ``--episodes`` held-out worlds (seeds 10000+, sampled actions; team capture
-as blue against the scripted team), as do the random and scripted baselines. Written per
-scenario, ``<out>/<scenario>.json``:
+For each headline (:data:`HEADLINES`: each RL scenario, and team capture at 3v3 too) and each
+seed, one command trains the scenario's headline config (``arena-train <scenario> --seed S --out
+<runs>/<headline>/seed<S>``: whatever ``training/configs/ppo/<scenario>.yaml`` says, so a changed
+config flows in, with the headline's ``--set`` on top), then the final policy plays
+``--episodes`` held-out worlds (seeds 10000+, sampled actions; team capture as blue against the
+scripted team), as do the random and scripted baselines. Written per headline,
+``<out>/<headline>.json``:
 
 - ``metric``: what "solved" means here, from :data:`METRICS` (the scripted forager's score,
   90% swords, a 50% win rate against the scripted team) and its threshold;
 - per run: the final evaluation, the learning curve read from the run's ``progress*.csv``
   (wall seconds, steps, the metric), the time to solve (the first logged point at or over the
   threshold: its seconds and steps), the trainer's steps/s and the machine's load (``uptime``);
-- the pretrained policy exported from the best run (``python -m arena_envs.training.export``)
-  into the package (``arena_envs/pretrained/<scenario>.npz``; with ``--short``, beside the JSON).
+- the pretrained policy exported from the best run of a headline that ships one
+  (``python -m arena_envs.training.export``) into the package
+  (``arena_envs/pretrained/<scenario>.npz``; with ``--short``, beside the JSON).
 
 ``render_results.py`` turns the JSON into ``docs/results.md`` and its plots (IQM and 95%
 stratified bootstrap intervals from ``rliable``).
@@ -40,7 +42,7 @@ import yaml
 
 from arena_envs.cli import UsageError, run
 from arena_envs.names import resolve
-from arena_envs.training.common import agent_factory, is_team, load_config, play
+from arena_envs.training.common import agent_factory, apply_overrides, is_team, load_config, play
 from arena_envs.training.evaluate import read_progress
 from arena_envs.training.export import export
 
@@ -70,6 +72,32 @@ METRICS: dict[str, Metric] = {
 }
 
 
+@dataclass(frozen=True)
+class Headline:
+    """One headline result: a scenario's config (``training/configs/ppo/<scenario>.yaml``), with ``overrides``
+    (``--set KEY=VALUE`` pairs) on top; the best run of a shipped one becomes ``pretrained:<scenario>``."""
+
+    scenario: str
+    overrides: tuple[str, ...] = ()
+    label: str = ""  # how the page names it beside the env id
+    ships: bool = True
+
+    def config(self) -> dict[str, Any]:
+        return apply_overrides(load_config(self.scenario, f"ppo/{self.scenario}"), list(self.overrides), "ppo")
+
+    def flags(self) -> list[str]:
+        return [flag for pair in self.overrides for flag in ("--set", pair)]
+
+
+HEADLINES: dict[str, Headline] = {
+    "foraging": Headline("foraging"),
+    "crafting": Headline("crafting"),
+    "team_capture": Headline("team_capture", label="2v2"),
+    # issue 32's "report 3v3 as well": the 2v2 config, three agents a team; its policy is not shipped
+    "team_capture_3v3": Headline("team_capture", ("env_kwargs.agents_per_team=3",), "3v3", ships=False),
+}
+
+
 def threshold(metric: Metric, scripted: float) -> float:
     return metric.solved_absolute if metric.solved_absolute is not None else metric.solved_share * scripted
 
@@ -86,9 +114,8 @@ def train_command(scenario: str, seed: int, out: Path, extra: list[str]) -> list
             "--out", str(out), "--no-progress", *extra]
 
 
-def short_flags(scenario: str) -> list[str]:
-    """A few updates of the headline config on a small batch: CI's version of the run."""
-    config = load_config(scenario, f"ppo/{scenario}")
+def short_flags(config: dict[str, Any]) -> list[str]:
+    """A few updates of a headline ``config`` on a small batch: CI's version of the run."""
     worlds = 16
     agents = 2 * config.get("env_kwargs", {}).get("agents_per_team", 2) if is_team(config["env_id"]) else 1
     per_update = worlds * int(config["ppo"]["n_steps"]) * agents
@@ -142,20 +169,20 @@ def evaluate(agent: str, scenario: str, episodes: int, env_kwargs: dict[str, Any
     return {f"{key}_mean": float(values.mean()) for key, values in result.items()}
 
 
-def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, episodes: int, short: bool,
+def scenario_results(name: str, seeds: list[int], runs: Path, out: Path, episodes: int, short: bool,
                      jobs: int = 1, reuse: bool = False) -> Path:
-    """Train every seed of ``scenario`` (``jobs`` runs at once; with ``reuse``, not those already finished),
-    evaluate each; write ``<out>/<scenario>.json``; ship the best policy."""
-    metric = METRICS[scenario]
-    config = load_config(scenario, f"ppo/{scenario}")
+    """Train every seed of the headline ``name`` (``jobs`` runs at once; with ``reuse``, not those already
+    finished), evaluate each; write ``<out>/<name>.json``; ship the best policy if the headline ships."""
+    headline = HEADLINES[name]
+    scenario, metric, config = headline.scenario, METRICS[headline.scenario], headline.config()
     env_kwargs = config.get("env_kwargs", {})
-    baselines = {name: evaluate(name, scenario, episodes, env_kwargs) for name in ("random", "scripted")}
+    baselines = {agent: evaluate(agent, scenario, episodes, env_kwargs) for agent in ("random", "scripted")}
     level = threshold(metric, baselines["scripted"][f"{metric.final}_mean"])
     results = []
 
     def train(seed: int) -> tuple[list[str], str | None, float | None]:
-        folder = runs / scenario / f"seed{seed}"
-        command = train_command(scenario, seed, folder, short_flags(scenario) if short else [])
+        folder = runs / name / f"seed{seed}"
+        command = train_command(scenario, seed, folder, headline.flags() + (short_flags(config) if short else []))
         if reuse and finished(command, folder):
             return command, None, None
         before, start = load(), time.perf_counter()
@@ -165,7 +192,7 @@ def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, epi
     with ThreadPoolExecutor(jobs) as pool:  # each run is a process of its own: threads only wait for them
         trained = pool.map(train, seeds)
     for seed, (command, before, wall) in zip(seeds, trained, strict=True):
-        folder = runs / scenario / f"seed{seed}"
+        folder = runs / name / f"seed{seed}"
         speed = json.loads((folder / "speed.json").read_text())
         final = evaluate(str(folder / "model.zip"), scenario, episodes, env_kwargs)
         points = curve(folder, metric)
@@ -176,16 +203,21 @@ def scenario_results(scenario: str, seeds: list[int], runs: Path, out: Path, epi
                         "steps_per_s": speed["steps_per_s"], "load_before": before,
                         "load_after": None if wall is None else load(), "runs_at_once": None if wall is None else jobs})
         took = "(the run found there)" if wall is None else f"in {wall:.0f} s (load {results[-1]['load_after']})"
-        print(f"{scenario} seed {seed}: {metric.name} {results[-1]['value']:.3f} {took}", flush=True)
+        print(f"{name} seed {seed}: {metric.name} {results[-1]['value']:.3f} {took}", flush=True)
     best = max(results, key=lambda r: r["value"])
-    shipped = export(best["run"], out / "pretrained" / f"{scenario}.npz" if short else None)
-    document = {"scenario": scenario, "env_id": resolve(scenario).short_id, "short": short,
+    shipped = None
+    if headline.ships:
+        file = export(best["run"], out / "pretrained" / f"{scenario}.npz" if short else None)
+        shipped = {"file": str(file), "run": best["run"], "seed": best["seed"]}
+    label = " ".join(filter(None, (resolve(scenario).short_id, headline.label)))
+    document = {"name": name, "scenario": scenario, "env_id": resolve(scenario).short_id, "label": label,
+                "short": short,
                 "metric": {**asdict(metric), "threshold": level}, "episodes": episodes, "seeds": seeds,
                 "eval_seeds": [HELD_OUT, HELD_OUT + episodes - 1], "env_kwargs": env_kwargs,
                 "baselines": baselines, "runs": results,
-                "pretrained": {"file": str(shipped), "run": best["run"], "seed": best["seed"]},
+                "pretrained": shipped,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    path = out / f"{scenario}.json"
+    path = out / f"{name}.json"
     path.write_text(json.dumps(document, indent=1))
     return path
 
@@ -229,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/results", help="where the runs go (default runs/results)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per scenario (default 5)")
     parser.add_argument("--episodes", type=int, default=200, help="held-out episodes per evaluation (default 200)")
-    parser.add_argument("--only", nargs="+", choices=[*METRICS, "ladder"], help="these scenarios (or the ladder) only")
+    parser.add_argument("--only", nargs="+", choices=[*HEADLINES, "ladder"],
+                        help="these headlines (or the ladder) only")
     parser.add_argument("--ladder-games", type=int, default=200, help="ladder games per pair of policies (default 200)")
     parser.add_argument("--llm-games", type=int, default=1,
                         help="ladder games per pair with an LLM seat (default 1, 24 replies in all: SmolLM2 on 2 CPU "
@@ -246,16 +279,16 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
     out, runs = Path(args.out), Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
-    for scenario in args.only or [*METRICS, "ladder"]:
-        if scenario == "ladder":
+    for name in args.only or [*HEADLINES, "ladder"]:
+        if name == "ladder":
             games, llm_games = (4, 4) if args.short else (args.ladder_games, args.llm_games)
             print(f"wrote {ladder_results(out, games, llm_games, args.short)}")
             continue
-        if (runs / scenario).exists() and not args.reuse:
-            raise UsageError(f"{runs / scenario} holds runs already: move it away, choose another --runs or --reuse "
+        if (runs / name).exists() and not args.reuse:
+            raise UsageError(f"{runs / name} holds runs already: move it away, choose another --runs or --reuse "
                              f"the finished ones")
         seeds = list(range(args.seeds))
-        written = scenario_results(scenario, seeds, runs, out, args.episodes, args.short, args.jobs, args.reuse)
+        written = scenario_results(name, seeds, runs, out, args.episodes, args.short, args.jobs, args.reuse)
         print(f"wrote {written}")
     return 0
 
