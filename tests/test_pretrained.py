@@ -71,6 +71,19 @@ def test_sampled_actions_follow_the_policy_and_repeat_with_the_seed(tmp_path):
     np.testing.assert_allclose(frequencies, tool / tool.sum(), atol=0.015)
 
 
+def test_a_models_sampled_evaluation_repeats_with_its_seed(tmp_path):
+    """arena-eval of a trained model with sampled actions (make results' final evaluation): the same seed
+    plays the same episodes whatever torch's global generator holds, another seed others."""
+    run, _ = untrained_run(tmp_path / "run", "foraging")
+    scores = []
+    for seed, noise in ((10_000, 1), (10_000, 2), (10_001, 1)):
+        torch.manual_seed(noise)  # what else ran before must not matter
+        played = play(agent_factory(str(run / "model.zip"), "foraging", seed, deterministic=False), "foraging", 8,
+                      10_000)
+        scores.append((played["score"].tolist(), played["length"].tolist()))
+    assert scores[0] == scores[1] and scores[0] != scores[2]
+
+
 def test_a_policy_acts_the_same_on_a_world_alone_and_in_a_batch(tmp_path):
     """Batch invariance and determinism: world i's actions do not depend on the other worlds."""
     policy = pretrained.PretrainedPolicy.read(export(untrained_run(tmp_path / "run", "foraging")[0],

@@ -188,4 +188,4 @@ def test_the_shipped_page_holds_the_rendered_part():
         assert not document["short"]
         seeds = [run["seed"] for run in document["runs"]]
         assert seeds == document["seeds"] and len(seeds) >= 2  # an interval needs two (make results runs 5)
-        assert re.search(rf"^\| {document['label']} \| .* \| {len(seeds)} \| ", generated, re.M)
+        assert re.search(rf"^\| {render_results.label(document)} \| .* \| {len(seeds)} \| ", generated, re.M)

@@ -113,3 +113,20 @@ def test_an_unused_http_session_is_closed_at_most_a_quarter_of_its_ttl_late():
         late = time.monotonic() - made - ttl
     # looked at every ttl / 4: 0.25 s late at most (a look every second would make it about 0.9 s late)
     assert 0 < late < 0.6, f"closed {late:.2f} s after its ttl"
+
+
+@pytest.mark.parametrize("frame, read", [
+    ('{"type":"error","data":{"code":"CAPACITY_REACHED","message":"full"}}', ("CAPACITY_REACHED", "full")),
+    ('{"type":"error","data":{}}', ("ERROR", "")),
+    ('{"type":"error"}', None),  # no data: not one to report, and no KeyError out of the send path
+    ('{"type":"error","data":[1]}', None),
+    ('{"type":"error",', None),
+    ('{"type":"observation","data":{}}', None),
+    (None, None),
+])
+def test_an_error_frame_is_read_or_left_alone_never_raised_on(frame, read):
+    """The guard reads the code and message of the app's error frames, to say them when the app then
+    closes the socket: a frame it cannot read is passed on as it is."""
+    from arena_envs.serve.guard import _sent_error
+
+    assert _sent_error(frame) == read

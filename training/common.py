@@ -277,15 +277,20 @@ class ModelAgent:
     With ``action_repeat`` k > 1 (a league's learner, see ``training/league.py``) it decides on
     every k-th tick of an episode, or with ``decide_on_events`` on team capture's events (and
     after k ticks at most), and holds that decision in between, as it was trained to.
+
+    Sampled actions (``deterministic=False``) come from torch's generator seeded from ``seed`` on
+    each call, so an evaluation repeats with its seed, as the numpy pretrained agent's does.
     """
 
     def __init__(self, model, encoding: FlatEncoding, deterministic: bool = True, action_repeat: int = 1,
-                 decide_on_events: bool = False):
+                 decide_on_events: bool = False, seed: int = 0):
         self.model, self.encoding, self.deterministic = model, encoding, deterministic
         self.held = pretrained.HeldDecisions(action_repeat, encoding.params.max_ticks, decide_on_events)
+        self.rng = np.random.default_rng(seed)
 
     @classmethod
-    def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True) -> ModelAgent:
+    def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True,
+             seed: int = 0) -> ModelAgent:
         from stable_baselines3 import PPO
 
         config = run_config(path)
@@ -297,12 +302,19 @@ class ModelAgent:
             raise UsageError(f"{path} does not fit this env: it takes observations of shape {wanted[0]} and actions "
                              f"{list(wanted[1])}, the env under its run's encoding gives {given[0]} and "
                              f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
-        return cls(model, encoding, deterministic, **holding(config))
+        return cls(model, encoding, deterministic, **holding(config), seed=seed)
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         agents = obs["agent"].shape[1] if obs["agent"].ndim == 3 else None  # a team: one row per agent
         rows = merge_agents(obs, agents)
-        flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=self.deterministic)
+        if self.deterministic:
+            flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=True)
+        else:
+            import torch  # a model needs torch; this module does not
+
+            with torch.random.fork_rng(devices=[]):  # the caller's global torch generator is left as it was
+                torch.manual_seed(int(self.rng.integers(2**63)))
+                flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=False)
         return self.held(obs, split_agents(self.encoding.decode(flat, rows), agents))
 
 
@@ -344,7 +356,7 @@ def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | N
     if pretrained.is_pretrained(name):
         policy = pretrained.load(name, env_id)
         return lambda envs: policy.agent(envs, bool(deterministic), seed)
-    return lambda envs: ModelAgent.load(name, envs, deterministic is not False)
+    return lambda envs: ModelAgent.load(name, envs, deterministic is not False, seed)
 
 
 # -- episodes --------------------------------------------------------------------------

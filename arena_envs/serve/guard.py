@@ -160,7 +160,7 @@ def _sent_error(text: str | None) -> tuple[str, str] | None:
     """(code, message) of an error frame the app sends, None for any other frame."""
     if text is None or not text.startswith(_ERROR_PREFIX):
         return None
-    with contextlib.suppress(ValueError, AttributeError, TypeError):
+    with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):  # not an error frame we can read
         data = json.loads(text)["data"]
         return str(data.get("code") or "ERROR"), str(data.get("message") or "")
     return None
