@@ -8,6 +8,7 @@ import contextlib
 import json
 
 import gymnasium as gym
+import httpx
 import pytest
 import requests
 from fastmcp import Client
@@ -180,6 +181,57 @@ def test_openenvs_own_mcp_route_still_answers(servers):
     assert "cat" in {t["name"] for t in listed["result"]["tools"]}
     requests.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "openenv/session/close",
                                        "params": {"session_id": created}}, timeout=10)
+
+
+def test_both_http_doors_hold_their_own_share_and_leave_the_websockets_theirs():
+    """OpenEnv's /mcp (JSON-RPC sessions) and /mcp/http (MCP sessions) each hold max_http_sessions at once,
+    from worlds of their own: both full together, each refuses one more, saying why, and the WebSocket
+    clients still get their max_sessions worlds; every session plays its own world meanwhile."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    limits = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=2, http_sessions_per_client=3,
+                    sessions_per_client=2)
+    app = make_app("treasure_hunt", max_sessions=2, limits=limits)
+
+    def rpc(url: str, method: str, **params) -> dict:
+        return requests.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                             timeout=10).json()
+
+    def reset(ws, seed: int) -> dict:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
+        return json.loads(ws.recv(timeout=30))
+
+    async def fill(url: str) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            mcps = [await stack.enter_async_context(client(url + PATH, seed=seed)) for seed in range(2)]
+            await asyncio.gather(*(mcp.call_tool("ls", {}) for mcp in mcps))
+            made = [rpc(url, "openenv/session/create") for _ in range(2)]
+            assert all("result" in answer for answer in made), made
+            refused = rpc(url, "openenv/session/create")
+            assert "the server holds its 2 sessions made over HTTP" in json.dumps(refused), refused
+            with pytest.raises(httpx.HTTPStatusError, match="503"):
+                async with client(url + PATH):
+                    pass
+            ws_url = url.replace("http://", "ws://") + "/ws"
+            with connect(ws_url) as first, connect(ws_url) as second:
+                assert reset(first, 1)["type"] == reset(second, 2)["type"] == "observation"
+                stats = requests.get(url + "/stats", timeout=10).json()
+                assert (stats["handles"], stats["http_sessions"]) == (6, 2), stats  # 2 /mcp, 2 /mcp/http, 2 sockets
+                with connect(ws_url) as third:
+                    try:
+                        assert reset(third, 3)["data"]["code"] == "CAPACITY_REACHED"
+                    except ConnectionClosed as closed:  # the close beat the send: refused all the same
+                        assert closed.rcvd.code == 1013 and "CAPACITY_REACHED" in closed.rcvd.reason
+                answers = [await mcp.call_tool("pwd", {}) for mcp in mcps]  # a refused call raises ToolError
+                assert all(answer.content[0].text.strip() for answer in answers)
+            for answer in made:
+                closed = rpc(url, "openenv/session/close", session_id=answer["result"]["session_id"])
+                assert "error" not in closed, closed
+            assert "result" in rpc(url, "openenv/session/create")  # a freed /mcp slot is taken again
+
+    with running(app) as url:
+        asyncio.run(fill(url))
 
 
 @pytest.mark.timeout(1800)  # a minute or two alone; far longer on a machine other jobs share
