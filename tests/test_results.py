@@ -158,6 +158,15 @@ def test_make_results_is_the_runs_then_the_rendering(tmp_path):
         assert policy.metadata["run"]["directory"] == document["pretrained"]["run"]
         opponent = agent_factory("scripted", scenario) if scenario == "team_capture" else None
         play(agent_factory(str(shipped), scenario), scenario, 2, 10_000, policy.env_kwargs, opponent)
+    first = json.loads((out / "foraging.json").read_text())
+    trained = [(Path(r["run"]) / "speed.json").stat().st_mtime_ns for r in first["runs"]]
+    assert results.main(["--short", "--seeds", "2", "--only", "foraging", "--reuse", "--episodes", "4", "--out",
+                         str(out), "--runs", str(runs)]) == 0
+    again = json.loads((out / "foraging.json").read_text())
+    assert [(Path(r["run"]) / "speed.json").stat().st_mtime_ns for r in again["runs"]] == trained  # not trained again
+    for before, after in zip(first["runs"], again["runs"], strict=True):  # ... and its wall time and load kept
+        assert [after[k] for k in ("wall_seconds", "load_after", "runs_at_once")] == \
+            [before[k] for k in ("wall_seconds", "load_after", "runs_at_once")] and after["wall_seconds"] > 0
     ladder = json.loads((out / "ladder.json").read_text())  # the ladder, its LLM the scripted server's
     assert list(ladder["entrants"]) == ["scripted-llm", "scripted-llm+pretrained", "scripted-llm+scripted", "scripted",
                                         "pretrained", "pretrained+scripted", "random"]

@@ -318,8 +318,9 @@ def scenario_section(documents: list[dict[str, Any]], files: list[Path], figures
                *([f"Not run yet (no JSON): {', '.join(missing)}; `make results` runs every scenario.", ""]
                  if missing else []),
                "**Time to solve**: training wall seconds until the metric, as the run logged it (its periodic "
-               "evaluation on held-out worlds), first reached the solved level; a run kept by `--reuse` has no "
-               "wall time or load of its own.", "",
+               "evaluation on held-out worlds), first reached the solved level. The whole run's wall time and the "
+               "load (1 min) as it ended are those of the runs `make results` trained (a run kept by `--reuse` "
+               "keeps its JSON's, and shows none without one).", "",
                *solve_table(documents), "",
                f"![Performance profiles: for each scenario, the fraction of runs whose score over its solved level "
                f"exceeds tau]({relative[0]})", "",

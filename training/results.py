@@ -180,29 +180,38 @@ def scenario_results(name: str, seeds: list[int], runs: Path, out: Path, episode
     level = threshold(metric, baselines["scripted"][f"{metric.final}_mean"])
     results = []
 
-    def train(seed: int) -> tuple[list[str], str | None, float | None]:
+    def train(seed: int) -> tuple[list[str], str | None, float | None, str | None]:
         folder = runs / name / f"seed{seed}"
         command = train_command(scenario, seed, folder, headline.flags() + (short_flags(config) if short else []))
         if reuse and finished(command, folder):
-            return command, None, None
+            return command, None, None, None
         before, start = load(), time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        return command, before, time.perf_counter() - start
+        return command, before, time.perf_counter() - start, load()  # the load as this run ends
 
     with ThreadPoolExecutor(jobs) as pool:  # each run is a process of its own: threads only wait for them
-        trained = pool.map(train, seeds)
-    for seed, (command, before, wall) in zip(seeds, trained, strict=True):
+        trained = list(pool.map(train, seeds))
+    path = out / f"{name}.json"
+    earlier = json.loads(path.read_text())["runs"] if path.exists() else []
+    for seed, (command, before, wall, after) in zip(seeds, trained, strict=True):
         folder = runs / name / f"seed{seed}"
         speed = json.loads((folder / "speed.json").read_text())
+        kept = wall is None
+        if kept:  # a reused run keeps the wall time and load its JSON gave it when it was trained
+            same = [r for r in earlier if r["run"] == str(folder) and r["train_seconds"] == speed["seconds"]]
+            before, wall, after, at_once = ((same[0]["load_before"], same[0]["wall_seconds"], same[0]["load_after"],
+                                             same[0]["runs_at_once"]) if same else (None, None, None, None))
+        else:
+            at_once = jobs
         final = evaluate(str(folder / "model.zip"), scenario, episodes, env_kwargs)
         points = curve(folder, metric)
         results.append({"seed": seed, "run": str(folder), "command": " ".join(["arena-train", *command[3:]]),
                         "final": final, "value": final[f"{metric.final}_mean"], "curve": points,
                         "solved": time_to_solve(points, level), "losses": losses(folder),
                         "steps": speed["timesteps"], "train_seconds": speed["seconds"], "wall_seconds": wall,
-                        "steps_per_s": speed["steps_per_s"], "load_before": before,
-                        "load_after": None if wall is None else load(), "runs_at_once": None if wall is None else jobs})
-        took = "(the run found there)" if wall is None else f"in {wall:.0f} s (load {results[-1]['load_after']})"
+                        "steps_per_s": speed["steps_per_s"], "load_before": before, "load_after": after,
+                        "runs_at_once": at_once})
+        took = "(the run found there)" if kept else f"in {wall:.0f} s (load {results[-1]['load_after']})"
         print(f"{name} seed {seed}: {metric.name} {results[-1]['value']:.3f} {took}", flush=True)
     best = max(results, key=lambda r: r["value"])
     shipped = None
@@ -217,7 +226,6 @@ def scenario_results(name: str, seeds: list[int], runs: Path, out: Path, episode
                 "baselines": baselines, "runs": results,
                 "pretrained": shipped,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    path = out / f"{name}.json"
     path.write_text(json.dumps(document, indent=1))
     return path
 
@@ -272,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the hour, and each run then shares the machine: the JSON says runs_at_once)")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the finished runs already under --runs whose config is the one a run would have "
-                             "now (training is deterministic): an interrupted make results picks up where it stopped")
+                             "now (training is deterministic; each keeps the wall time and load its JSON gave it): an "
+                             "interrupted make results picks up where it stopped")
     parser.add_argument("--short", action="store_true", help="a few updates per run (CI); its policies stay in --out")
     args = parser.parse_args(argv)
     if args.jobs < 1:
