@@ -60,7 +60,7 @@ lint: $(STAMP)
 test: sysdeps lint $(STATS_STAMP) $(VERIFIERS_STAMP)
 	$(PY) -m pytest
 
-# Every headline run (5 seeds x Foraging, Crafting, team capture; about an hour, not in CI), their
+# Every headline run (5 seeds x Foraging, Crafting, team capture 2v2 and 3v3; about four hours, not in CI), their
 # JSON under docs/results/, the shipped policies exported from the best runs, and the page
 # rendered from the JSON (`make test` runs the same two steps at a few updates per run).
 results: sysdeps $(STAMP) $(STATS_STAMP)

@@ -1,6 +1,6 @@
 """``make results``: every headline run, its evaluation and the shipped policies, as JSON under ``docs/results/``.
 
-    python -m arena_envs.training.results                      # 5 seeds x every RL scenario (about an hour)
+    python -m arena_envs.training.results                      # 5 seeds x every headline (about four hours)
     python -m arena_envs.training.results --short --out /tmp/r # a few updates each: what CI runs
 
 For each headline (:data:`HEADLINES`: each RL scenario, and team capture at 3v3 too) and each
