@@ -206,10 +206,10 @@ class League(VectorEnv):
 
         With ``decide_on_events`` a world's decision ends early, on the first tick that brings a
         team capture event (:func:`~arena_envs.team_capture.decision_events`: a point changes
-        hands or a blue agent arrives) or ends its episode; the world
-        then pauses (the native batch steps only the others) until every world has its next
-        decision due, so that each step is one decision per world however long it took. The
-        pretrained agent holds its decisions by the same rule (``pretrained.HeldDecisions``).
+        hands or a blue agent arrives) or ends its episode; the world then pauses (the native
+        batch steps only the others) until every world has its next decision due, so that each
+        step is one decision per world however long it took. The pretrained agent holds its
+        decisions by the same rule (``pretrained.HeldDecisions``).
 
         Without it, a world whose episode ends on an earlier tick restarts at once and plays
         the rest of the held ticks with blue's stale action and its new opponent: those ticks'

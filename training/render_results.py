@@ -107,7 +107,7 @@ def solve_table(documents: list[dict[str, Any]]) -> list[str]:
         seconds = [s["seconds"] for s in solved]
         timing = (f"**{np.median(seconds):.0f}** ({min(seconds):.0f}-{max(seconds):.0f})" if seconds else "not solved")
         steps = f"{np.median([s['steps'] for s in solved]):,.0f}" if solved else "-"
-        timed = [run for run in runs if run["wall_seconds"] is not None]  # not a run found and kept (--reuse)
+        timed = [run for run in runs if run["wall_seconds"] is not None]  # not a run --reuse kept with no JSON
         loads = sorted(float(run["load_after"].split()[0]) for run in timed)
         wall = f"{np.median([r['wall_seconds'] for r in timed]):.0f}" if timed else "-"
         load = f"{loads[0]:.1f}-{loads[-1]:.1f}" if timed else "-"

@@ -146,7 +146,7 @@ def losses(run_dir: Path) -> dict[str, list[float]]:
 def finished(command: list[str], folder: Path) -> bool:
     """Whether ``folder`` holds a finished run (``speed.json``) of exactly ``command``: its ``config.yaml``
     is what the command resolves to now (``--print-config``). Training is deterministic, so training
-    it again would make the same run; how long it took and the load then are not known."""
+    it again would make the same run (its wall time and load are the ones its JSON gave it, if any)."""
     if not (folder / "speed.json").exists():
         return False
     printed = subprocess.run([*command, "--print-config"], check=True, capture_output=True, text=True).stdout
@@ -276,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="ladder games per pair with an LLM seat (default 1, 24 replies in all: SmolLM2 on 2 CPU "
                              "cores took ~100 s a reply under load)")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="training runs at once (default 1: each run's wall time is its own; 2 on 2 cores halves "
-                             "the hour, and each run then shares the machine: the JSON says runs_at_once)")
+                        help="training runs at once (default 1: each run's wall time is its own; 2 on 2 cores nearly "
+                             "halves the total, and each run then shares the machine: the JSON says runs_at_once)")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the finished runs already under --runs whose config is the one a run would have "
                              "now (training is deterministic; each keeps the wall time and load its JSON gave it): an "
