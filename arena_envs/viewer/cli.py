@@ -39,6 +39,9 @@ PAGES = {"/": ("index.html", "text/html"), "/index.html": ("index.html", "text/h
          "/viewer.js": ("viewer.js", "text/javascript"), "/viewer.css": ("viewer.css", "text/css")}
 EPISODE_URL = re.compile(r"^/data/episode-(\d+)\.js$")
 HOST = "127.0.0.1"  # never another interface: a recording may hold prompts and model output
+# index.html's <meta> policy (which an export keeps), and no framing, which only a header can say
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
+                           "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 def make_server(episodes: Episodes, port: int = 8765) -> ThreadingHTTPServer:
@@ -63,6 +66,8 @@ def make_server(episodes: Episodes, port: int = 8765) -> ThreadingHTTPServer:
             self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+            self.send_header("X-Content-Type-Options", "nosniff")
             self.end_headers()
             self.wfile.write(body)
 
