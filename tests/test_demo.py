@@ -113,7 +113,8 @@ def test_arena_view_serves_the_demo_match_as_the_demo_prints_it(demo):
         url = first.split(" at ")[1].split()[0]
         assert "pretrained vs scripted" in requests.get(url + "data/index.js", timeout=10).text
         episode = requests.get(url + "data/episode-0.js", timeout=10).text
-        assert json.loads(episode.removeprefix("arenaEpisode(0,").rstrip().removesuffix(");")) == demo.recording
+        assert json.loads(json.loads(episode.removeprefix("arenaEpisode(0,").rstrip().removesuffix(");"))) == \
+            demo.recording  # the episode as JSON in a string
     finally:
         server.terminate()
         server.wait(timeout=30)

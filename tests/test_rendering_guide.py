@@ -64,7 +64,7 @@ def test_arena_view_serves_on_127_0_0_1_as_a_console_script(ran):
         url = re.search(r"http://127\.0\.0\.1:\d+/", line)[0]
         assert "18 episodes" in line
         with urllib.request.urlopen(url + "data/index.js", timeout=10) as answer:
-            assert answer.read().startswith(b"arenaIndex([")
+            assert answer.read().startswith(b'arenaIndex("[')
         with urllib.request.urlopen(url, timeout=10) as answer:
             assert b"viewer.js" in answer.read()
     finally:

@@ -2,14 +2,18 @@
 
 The page loads its data as scripts (``data/index.js``, then ``data/episode-N.js`` when an
 episode is opened), so that the same files work served from 127.0.0.1 and opened from a
-static export on disk, where a browser refuses to ``fetch`` local files. An episode is
-handed out as the line it was recorded as, never parsed and written again.
+static export on disk, where a browser refuses to ``fetch`` local files. Recordings are
+shared, so a line is never handed out as code: each script is a fixed call whose only
+argument is a JavaScript string holding the episode parsed and written again as JSON
+(:func:`script_string`), which the page reads with ``JSON.parse``.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,10 +64,49 @@ class Episodes:
         return cls(lines, index)
 
     def index_script(self) -> bytes:
-        return b"arenaIndex(" + json.dumps(self.index, separators=(",", ":")).encode() + b");\n"
+        return b"arenaIndex(" + script_string(self.index) + b");\n"
 
     def episode_script(self, number: int) -> bytes:
-        return b"arenaEpisode(" + str(number).encode() + b"," + self.lines[number] + b");\n"
+        """``arenaEpisode(N, "<the episode as JSON>")``, or ``arenaEpisode(N, null, "<why not>")`` for a
+        line that is not JSON (only its header and summary were read for the list)."""
+        try:
+            episode = parse_json(self.lines[number])
+            if not isinstance(episode, dict):
+                raise ValueError("not a JSON object")
+            arguments = script_string(episode)
+        except (ValueError, RecursionError) as error:
+            why = f"episode {number} is not a valid recording line ({type(error).__name__}: {str(error)[:200]})"
+            arguments = b"null," + string_literal(why)
+        return b"arenaEpisode(" + str(number).encode() + b"," + arguments + b");\n"
+
+
+def _finite_or_none(text: str) -> float | None:
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
+def parse_json(text: bytes | str) -> Any:
+    """JSON as a recorder writes it: NaN, Infinity and overflowing numbers read as null (``jsonable``
+    writes them so), since the page's ``JSON.parse`` knows none of them."""
+    return json.loads(text, parse_float=_finite_or_none, parse_constant=lambda _: None)
+
+
+# what JSON leaves as is but must not reach a page as is: "<", ">" and "&" could end or open a tag
+# wherever the string is pasted into HTML, and U+2028/2029 end a line in older JavaScript
+_UNSAFE_IN_SCRIPT = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_string(value: Any) -> bytes:
+    """``value`` as JSON inside a JavaScript string literal: data, never code, wherever the page puts it.
+    The value is written again (nothing of the recorded bytes survives as written)."""
+    return string_literal(json.dumps(value, separators=(",", ":"), allow_nan=False))
+
+
+def string_literal(text: str) -> bytes:
+    """``text`` as a JavaScript string literal: ASCII only, its quotes and backslashes escaped, so that
+    it cannot end the literal or the script it stands in."""
+    literal = json.dumps(text)
+    return re.sub("[<>&\u2028\u2029]", lambda match: _UNSAFE_IN_SCRIPT[match[0]], literal).encode("ascii")
 
 
 def outline(line: bytes) -> dict[str, Any] | None:
@@ -74,9 +117,9 @@ def outline(line: bytes) -> dict[str, Any] | None:
     world, summary = line.find(b',"world":'), line.rfind(b',"summary":{')
     try:
         if line.startswith(b'{"format":"arena-episode/') and 0 < world < summary:
-            return {**json.loads(line[:world] + b"}"), **json.loads(b"{" + line[summary + 1:]), "ticks": True}
-        episode = json.loads(line)
-    except ValueError:
+            return {**parse_json(line[:world] + b"}"), **parse_json(b"{" + line[summary + 1:]), "ticks": True}
+        episode = parse_json(line)
+    except (ValueError, RecursionError):
         return None
     return episode if isinstance(episode, dict) and "ticks" in episode else None
 

@@ -1,6 +1,8 @@
 // arena-view: replays recorded episodes (format arena-episode/1) from the states of each tick.
 // Plain JavaScript on a canvas: no framework, no build step. Data arrive as scripts calling
-// arenaIndex(list) and arenaEpisode(id, episode), so a static export works from disk too.
+// arenaIndex(json) and arenaEpisode(id, json), so a static export works from disk too; each
+// passes JSON text that is parsed here, never code. Recordings are shared, so nothing recorded is
+// ever put into the page as HTML: text goes in as text nodes (textContent, append, el below).
 "use strict";
 
 const BACKGROUND = "rgb(226,221,196)";
@@ -10,7 +12,8 @@ const $ = (id) => document.getElementById(id);
 
 // -- data ------------------------------------------------------------------------------------
 
-function arenaIndex(list) {
+function arenaIndex(json) {
+  const list = JSON.parse(json);
   view.index = list;
   fillSelect($("f-scenario"), list.map((e) => e.scenario));
   fillSelect($("f-error"), list.map((e) => e.error_class));
@@ -20,8 +23,9 @@ function arenaIndex(list) {
   if (id !== null) selectEpisode(id, wanted.has("tick") ? Number(wanted.get("tick")) : 0);
 }
 
-function arenaEpisode(id, episode) {
-  view.cache[id] = episode;
+// an episode's JSON, or null and why arena-view could not read its line
+function arenaEpisode(id, json, why) {
+  view.cache[id] = json === null ? new Error(why) : JSON.parse(json);
   if (view.wanted && view.wanted.id === id) show(id, view.wanted.tick);
 }
 
@@ -38,6 +42,7 @@ function selectEpisode(id, tick = 0) {
   view.wanted = { id, tick };
   const script = document.createElement("script");
   script.src = `data/episode-${id}.js`;
+  script.addEventListener("error", () => arenaEpisode(id, null, `data/episode-${id}.js did not load`));
   document.body.appendChild(script);
 }
 
@@ -93,6 +98,22 @@ function show(id, tick) {
   stop();
   const episode = view.cache[id];
   view.wanted = null;
+  for (const tr of document.querySelectorAll("#episodes tbody tr")) {
+    tr.classList.toggle("selected", Number(tr.dataset.id) === id);
+  }
+  try {
+    if (episode instanceof Error) throw episode;
+    showEpisode(id, episode, tick);
+  } catch (error) {  // a line that is not JSON, or JSON but not a recording the page can draw
+    view.id = id;
+    view.episode = null;
+    $("title").textContent = `#${id} cannot be shown: ${error.message}`;
+    $("canvas-box").hidden = $("text-world").hidden = $("transcript-pane").hidden = true;
+    for (const part of ["status", "legend", "tick-details"]) $(part).replaceChildren();
+  }
+}
+
+function showEpisode(id, episode, tick) {
   view.id = id;
   view.episode = episode;
   view.states = wholeStates(episode);
@@ -108,13 +129,11 @@ function show(id, tick) {
   $("text-world").hidden = !text;
   renderLegend(episode.world.legend || []);
   renderTranscript(episode.transcript);
-  for (const tr of document.querySelectorAll("#episodes tbody tr")) {
-    tr.classList.toggle("selected", Number(tr.dataset.id) === id);
-  }
   setTick(Math.min(tick, view.states.length - 1), true);
 }
 
 function setTick(tick, scroll = false) {
+  if (!view.episode) return;
   view.tick = Math.max(0, Math.min(tick, view.states.length - 1));
   $("scrubber").value = view.tick;
   $("tick-label").textContent = `tick ${view.states[view.tick].t} (${view.tick}/${view.states.length - 1})`;
@@ -159,6 +178,7 @@ function label(ctx, cam, x, z, text, colour = "#222") {
 }
 
 function draw() {
+  if (!view.episode) return;
   const episode = view.episode, state = view.states[view.tick], world = episode.world;
   $("status").textContent = statusLine(state);
   if (world.kind === "text") {
@@ -315,7 +335,6 @@ function renderLegend(entries) {
 
 function renderDetails() {
   const tick = view.episode.ticks[view.tick], state = view.states[view.tick], world = view.episode.world;
-  const box = $("tick-details");
   const parts = [];
   const agents = world.agents || ["agent"];
   if (tick.tool || tick.act !== undefined || tick.r !== undefined) {
@@ -324,25 +343,29 @@ function renderDetails() {
     const rows = (world.kind === "text" ? ["agent"] : agents).map((name, a) => {
       const result = tick.result ? tick.result[a] : (tick.error_code || "");
       const tool = tick.tool ? tick.tool[a] ?? "(carries on)" : (acts[a] && acts[a].tool) || "";
-      return `<tr><td>${esc(name)}</td><td>${esc(tool)}</td>`
-        + `<td><pre>${esc(acts[a] === undefined ? "" : JSON.stringify(acts[a]))}</pre></td>`
-        + `<td class="${result && result !== "OK" ? "bad" : ""}">${esc(result || "")}</td>`
-        + `<td>${esc(fmt(rewards[a]))}</td></tr>`;
+      return el("tr", {}, el("td", {}, name), el("td", {}, tool),
+                el("td", {}, el("pre", {}, acts[a] === undefined ? "" : JSON.stringify(acts[a]))),
+                el("td", { className: result && result !== "OK" ? "bad" : "" }, result || ""),
+                el("td", {}, fmt(rewards[a])));
     });
-    parts.push(`<table><tr><th>agent</th><th>tool</th><th>call</th><th>result</th><th>reward</th></tr>${rows.join("")}</table>`);
+    const header = el("tr", {}, ...["agent", "tool", "call", "result", "reward"].map((h) => el("th", {}, h)));
+    parts.push(el("table", {}, header, ...rows));
   }
-  if (tick.output) parts.push(`<div><b>output</b><pre>${esc(tick.output)}</pre></div>`);
-  if (tick.obs) parts.push(`<div><b>observation</b><pre>${esc(tick.obs)}</pre></div>`);
+  if (tick.output) parts.push(el("div", {}, el("b", {}, "output"), el("pre", {}, tick.output)));
+  if (tick.obs) parts.push(el("div", {}, el("b", {}, "observation"), el("pre", {}, tick.obs)));
   for (const m of tick.messages || []) {
-    parts.push(`<div>✉ <b>${esc(agents[m.from])}</b> sent ${m.token === null ? "a message nobody received"
-      : `token ${m.token} to ${m.reached.map((r) => esc(agents[r])).join(", ")}`}</div>`);
+    parts.push(el("div", {}, "✉ ", el("b", {}, agents[m.from]), m.token === null ? " sent a message nobody received"
+      : ` sent token ${m.token} to ${(m.reached || []).map((r) => agents[r]).join(", ")}`));
   }
-  if (state.info) parts.push(`<div><b>info</b> <code>${esc(JSON.stringify(state.info))}</code></div>`);
-  box.innerHTML = parts.join("");
+  if (state.info) parts.push(el("div", {}, el("b", {}, "info"), " ", el("code", {}, JSON.stringify(state.info))));
+  $("tick-details").replaceChildren(...parts);
 }
 
-function esc(text) {
-  return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+// an element holding ``children``: strings (and anything else but elements) go in as text, never as HTML
+function el(tag, properties, ...children) {
+  const element = Object.assign(document.createElement(tag), properties);
+  element.append(...children.map((child) => (child instanceof Node ? child : String(child))));
+  return element;
 }
 
 // -- the transcript of an LLM episode -------------------------------------------------------------
@@ -357,8 +380,8 @@ function renderTranscript(messages) {
     const calls = (message.tool_calls || []).map((c) => `→ ${c.function.name}(${c.function.arguments})`).join("\n");
     const content = message.content === null || message.content === undefined ? ""
       : typeof message.content === "string" ? message.content : JSON.stringify(message.content);
-    div.innerHTML = `<div class="role">${esc(message.role)} ${i}</div>${esc((content || "").slice(0, 3000))}`
-      + (calls ? `<div>${esc(calls)}</div>` : "");
+    div.append(el("div", { className: "role" }, `${message.role} ${i}`), (content || "").slice(0, 3000));
+    if (calls) div.append(el("div", {}, calls));
     div.addEventListener("click", () => jumpToTurn(i));
     return div;
   }));
@@ -402,7 +425,7 @@ function stop() {
 }
 
 function play() {
-  if (view.playing) return stop();
+  if (view.playing || !view.episode) return stop();
   if (view.tick >= view.states.length - 1) setTick(0);
   const fps = (view.episode.world.kind === "text" ? 2 : 10) * Number($("speed").value);
   view.playing = setInterval(() => {
