@@ -21,6 +21,7 @@ memory limit   ``memory_limit`` bytes (default 256 MiB) of address space per pro
                (``MemoryError``) and of memory for the whole jail: its processes, files,
                shared memory, kernel memory; past it, "out of memory" and a fresh jail
 processes      at most ``max_processes`` processes and threads in the jail (default 64)
+between steps  the jail gets 1 ms of CPU a second: what a step left running waits for the next
 disk           ``/work`` (the working directory) and ``/tmp`` are private tmpfs of
                ``disk_limit`` bytes each (default 64 MiB)
 output         at most ``max_output`` characters (default 10,000), then a truncation note
@@ -169,6 +170,7 @@ class PythonSandboxEnv:
         elif not _between_steps(jail):
             return self._failed(jail, output, "protocol")
         self._seq += 1
+        jail.unthrottle()  # throttled since the last step (see below)
         try:
             write_all(jail.requests, frame(self._seq, code.encode("utf-8", "surrogatepass")))
         except OSError:  # the jail ended since the last step (its worker died): see why below
@@ -177,6 +179,7 @@ class PythonSandboxEnv:
         if jail.out_of_memory():  # a process of the jail was killed at its limit (the worker or not)
             outcome = "memory"
         if outcome == "ok":
+            jail.throttle()  # until the next step, threads and processes the code left running get next to no CPU
             return output.text()
         return self._failed(jail, output, outcome)
 

@@ -10,9 +10,20 @@ A ``bwrap`` jail (Debian's ``bubblewrap``) has:
 * new user, pid, network, ipc, uts and cgroup namespaces (``--unshare-all``), a new session,
   ``--die-with-parent``, uid 1000 without capabilities, and a seccomp filter
   (:data:`SECCOMP_REFUSED`) against the kernel's shared state that namespaces do not cover;
+* bounds on the kernel's per-user counters, which a user namespace charges to the host user
+  that owns it (the host's own ``inotify_init``, ``mq_open``, ``timer_create`` fail once a jail
+  holds them all): :data:`JAIL_RLIMITS` (no POSIX message queue, few queued signals and timers),
+  :data:`JAIL_USER_COUNTERS` (inotify) in a user namespace the jail's is nested in, and
+  ``fanotify_init`` refused;
 * a memory cgroup of its own, so that everything it holds (processes, tmpfs, shared memory,
-  memfd, kernel memory) is bounded together, and a ``pids`` cgroup as root (where
-  ``RLIMIT_NPROC`` does not bind): v2 where the controller is delegated, else v1;
+  memfd, kernel memory) is bounded together, a ``cpu`` cgroup that gives it next to no CPU
+  between steps (threads or processes a step left running), and a ``pids`` cgroup as root
+  (where ``RLIMIT_NPROC`` does not bind): v2 where the controller is delegated, else v1; each
+  checked to be a cgroup filesystem (a directory of another one takes the limit files and
+  enforces nothing);
+* its own ``/proc`` (its pid namespace's processes only), whose files of the whole machine
+  (memory, load, uptime, boot id, counters that move with other jails' work) are the jail's
+  own or empty: :data:`PROC_FAKED`, :data:`PROC_EMPTIED`;
 * nothing of the host's filesystem but the interpreter, read-only, at neutral paths: each
   host directory it sees (``/usr``, the interpreter's prefix at ``/sandbox/python``, each
   site-packages at ``/sandbox/site-packages-N``) is a read-only overlay made for this jail
@@ -32,6 +43,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import ctypes
 import dataclasses
 import errno
 import functools
@@ -46,6 +58,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import uuid
 import weakref
 from pathlib import Path
 
@@ -63,6 +76,34 @@ DEVICES = ("null", "zero", "full", "random", "urandom")  # made anew per jail (r
 # where the jail's overlays are mounted before bwrap starts, in its private mount namespace (the
 # first of these that holds none of the host directories the jail sees)
 STAGING = ("/tmp", "/media", "/srv", "/opt", "/mnt")
+# A user namespace charges the kernel's per-user counters of everything in it to the host user
+# that made it, so one jail could take the host user's whole share of each (it did: the host's
+# own inotify_init, fanotify_init, mq_open and timer_create failed). A jail gets small shares:
+# rlimits (prlimit's names), which also bound what its namespace charges to the host user...
+JAIL_RLIMITS = {"msgqueue": 0,  # bytes of POSIX message queues: none (nothing of Python's uses them)
+                "sigpending": 64}  # queued signals and POSIX timers, of the host user's ~100k
+# ... and, for counters that are no rlimit, the limits of a user namespace made for the jail
+# (/proc/sys/user/*): what the jail's namespace, nested in it, charges to the host user stops
+# there. (fanotify_init is refused by seccomp.) The host user has 128 inotify instances in all.
+JAIL_USER_COUNTERS = {"max_inotify_instances": 1, "max_inotify_watches": 256}
+# Between steps a jail gets IDLE_QUOTA us of CPU per CPU_PERIOD us (the least and the longest
+# the kernel takes): threads or processes a step left running wait for the next step (they
+# burned 5.5 CPU-seconds in 8 s) yet stay killable, which a frozen cgroup v1 is not (a jail
+# frozen when this process dies would never end)
+CPU_PERIOD, IDLE_QUOTA = 1_000_000, 1_000
+CGROUP_MAGIC = {1: 0x27E0EB, 2: 0x63677270}  # statfs's f_type of cgroup v1 and v2 (linux/magic.h)
+# /proc is the jail's own (bwrap's --proc: its pid namespace), but its files about the whole
+# machine are the host's: memory, load and uptime moved with the host's and other jails' work
+# (a jail watched another's memory), the boot id names the host. These are the jail's own:
+PROC_FAKED = ("meminfo", "stat", "loadavg", "uptime", "sys/kernel/random/boot_id")
+# ... and these are empty: what bubblewrap covers already (sys, sysrq-trigger, irq, bus: read-only)
+# and Docker masks (Flatpak adds nothing to bubblewrap's), and counters of the whole machine
+# that move with others' work (a side channel) or name its devices
+PROC_EMPTIED = ("kcore", "keys", "key-users", "latency_stats", "timer_list", "timer_stats", "sched_debug",
+                "vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo", "slabinfo", "vmallocinfo", "diskstats",
+                "interrupts", "softirqs", "schedstat", "swaps", "locks", "partitions", "sys/fs/file-nr",
+                "sys/fs/inode-nr", "sys/fs/dentry-state", "sys/kernel/random/entropy_avail")
+PROC_EMPTIED_DIRECTORIES = ("acpi", "asound", "scsi", "pressure", "driver", "fs")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -100,6 +141,16 @@ class Jail:
         self._worker: int | None = None
         _LIVE.add(self)
 
+    def throttle(self) -> None:
+        """Between steps: next to no CPU for its processes (what a step left running waits)."""
+        if self.cgroups is not None:
+            self.cgroups.throttle()
+
+    def unthrottle(self) -> None:
+        """For a step: its processes run freely."""
+        if self.cgroups is not None:
+            self.cgroups.unthrottle()
+
     def out_of_memory(self) -> bool:
         """Whether the kernel killed a process of the jail at its memory limit."""
         return self.cgroups is not None and self.cgroups.oom_kills() > 0
@@ -120,6 +171,8 @@ class Jail:
         if self not in _LIVE:
             return
         _LIVE.discard(self)
+        with contextlib.suppress(OSError):  # a throttled process takes up to CPU_PERIOD to die
+            self.unthrottle()
         if self._pid_namespace:
             # bwrap's child is the init of the jail's pid namespace: when it dies the kernel
             # kills every process of the namespace, then bwrap, its parent, reaps it and exits
@@ -202,9 +255,24 @@ _CGROUP_NAMES = itertools.count()
 
 
 @functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def filesystem_magic(path: Path) -> int | None:
+    """The type of the filesystem ``path`` is on (``statfs``'s ``f_type``), None when there is no ``path``."""
+    buffer = ctypes.create_string_buffer(512)  # a struct statfs (120 bytes on 64 bits), f_type first: a word
+    if _libc().statfs(os.fsencode(path), buffer) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buffer).value
+
+
+@functools.cache
 def cgroup_parent(controller: str) -> Path | None:
     """A directory where this process may make cgroups with ``controller``: its own cgroup, v2
-    with the controller delegated to children, else v1; None when there is no writable one."""
+    with the controller delegated to children, else v1; None when there is no writable one.
+    Each is checked to be on a cgroup filesystem of its version: any other directory (a tmpfs
+    mounted in its place) takes the limit files as plain files and enforces none of them."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -213,13 +281,15 @@ def cgroup_parent(controller: str) -> Path | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controller in controllers.split(","):
-            candidates.append(Path("/sys/fs/cgroup") / controller / path.lstrip("/"))
+            candidates.append((Path("/sys/fs/cgroup") / controller / path.lstrip("/"), 1))
         elif controllers == "":
             for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
                 with contextlib.suppress(OSError):
                     if controller in (root / path.lstrip("/") / "cgroup.subtree_control").read_text().split():
-                        candidates.insert(0, root / path.lstrip("/"))
-    for parent in candidates:
+                        candidates.insert(0, (root / path.lstrip("/"), 2))
+    for parent, version in candidates:
+        if filesystem_magic(parent) != CGROUP_MAGIC[version]:
+            continue
         probe = parent / f"arena-sandbox-probe-{os.getpid()}"
         try:
             probe.mkdir()
@@ -234,38 +304,79 @@ def cgroup_parent(controller: str) -> Path | None:
     return None
 
 
+def _control_file(group: Path, name: str, flags: int = os.O_WRONLY) -> int:
+    """An open control file of ``group``, which the kernel made with it (never made here: a
+    file made by this process would bound nothing)."""
+    try:
+        return os.open(group / name, flags)
+    except FileNotFoundError:
+        raise SandboxUnavailable(f"{group} has no {name}: it is no cgroup with that controller, so nothing would "
+                                 f"enforce the jail's limit") from None
+
+
+def _write_control(group: Path, name: str, value: int | str) -> None:
+    fd = _control_file(group, name)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
+
+
 class JailCgroups:
     """The cgroups of one jail, made before it starts: ``memory`` (its total is bounded: every
-    process, tmpfs, shared memory, memfd, kernel memory), and ``pids`` where one is writable
-    (as root it must be: RLIMIT_NPROC does not bind root). v1 has a directory per controller,
-    v2 one for both."""
+    process, tmpfs, shared memory, memfd, kernel memory), ``cpu`` (next to none between steps)
+    and ``pids`` where one is writable (as root it must be: RLIMIT_NPROC does not bind root).
+    v1 has a directory per controller, v2 one for all. ``hardened=False``: ``pids`` only."""
 
-    def __init__(self, limits: Limits, memory: bool = True) -> None:
+    def __init__(self, limits: Limits, hardened: bool = True) -> None:
         name = f"arena-sandbox-{os.getpid()}-{next(_CGROUP_NAMES)}"
         self.groups: dict[str, Path] = {}
         self._oom_counter: int | None = None
+        self._cpu_quota: int | None = None  # the open quota file, and what to write to it
+        self._quotas = (b"", b"")  # (between steps, during a step)
         try:
-            for controller in ("memory", "pids") if memory else ("pids",):
+            for controller in ("memory", "cpu", "pids") if hardened else ("pids",):
                 parent = cgroup_parent(controller)
                 if parent is not None:
                     self.groups[controller] = group = parent / name
                     if not group.exists():
                         group.mkdir()
             if "pids" in self.groups:
-                (self.groups["pids"] / "pids.max").write_text(str(limits.processes))
+                _write_control(self.groups["pids"], "pids.max", limits.processes)
             memory = self.groups.get("memory")
             if memory is not None:
                 v1 = (memory / "memory.limit_in_bytes").exists()
                 if limits.memory >= 0:
-                    (memory / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(limits.memory))
-                    with contextlib.suppress(OSError):  # no swap accounting here: nothing to bound
-                        swap = ("memory.memsw.limit_in_bytes", str(limits.memory)) if v1 else ("memory.swap.max", "0")
-                        (memory / swap[0]).write_text(swap[1])
+                    _write_control(memory, "memory.limit_in_bytes" if v1 else "memory.max", limits.memory)
+                    swap = ("memory.memsw.limit_in_bytes", limits.memory) if v1 else ("memory.swap.max", 0)
+                    if (memory / swap[0]).exists():  # else no swap accounting here: nothing to bound
+                        with contextlib.suppress(OSError):
+                            _write_control(memory, *swap)
                 # read after every step: kept open, a read is 1 us instead of 80 (measured on v1)
-                self._oom_counter = os.open(memory / ("memory.oom_control" if v1 else "memory.events"), os.O_RDONLY)
+                self._oom_counter = _control_file(memory, "memory.oom_control" if v1 else "memory.events",
+                                                  os.O_RDONLY)
+            cpu = self.groups.get("cpu")
+            if cpu is not None:
+                if (cpu / "cpu.cfs_quota_us").exists():  # v1
+                    _write_control(cpu, "cpu.cfs_period_us", CPU_PERIOD)
+                    self._quotas = (str(IDLE_QUOTA).encode(), b"-1")
+                    self._cpu_quota = _control_file(cpu, "cpu.cfs_quota_us")
+                else:
+                    self._quotas = (f"{IDLE_QUOTA} {CPU_PERIOD}".encode(), f"max {CPU_PERIOD}".encode())
+                    self._cpu_quota = _control_file(cpu, "cpu.max")
         except BaseException:
             self.remove()
             raise
+
+    def throttle(self) -> None:
+        """IDLE_QUOTA of CPU per CPU_PERIOD for the jail's processes (between steps)."""
+        if self._cpu_quota is not None:
+            os.pwrite(self._cpu_quota, self._quotas[0], 0)
+
+    def unthrottle(self) -> None:
+        """No CPU quota (for a step)."""
+        if self._cpu_quota is not None:
+            os.pwrite(self._cpu_quota, self._quotas[1], 0)
 
     def procs_files(self) -> list[Path]:
         """The files a process writes its pid to, to join the jail's cgroups."""
@@ -281,9 +392,10 @@ class JailCgroups:
         return 0
 
     def remove(self) -> None:
-        counter, self._oom_counter = self._oom_counter, None
-        if counter is not None:
-            os.close(counter)
+        for fd in (self._oom_counter, self._cpu_quota):
+            if fd is not None:
+                os.close(fd)
+        self._oom_counter = self._cpu_quota = None
         for group in dict.fromkeys(self.groups.values()):
             _kill_cgroup(group)
 
@@ -297,7 +409,9 @@ def _kill_cgroup(group: Path) -> None:
                 kill_file.write_text("1")
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except FileNotFoundError:  # removed already
+        except FileNotFoundError:  # removed already, or no cgroup (refused): an empty directory
+            with contextlib.suppress(OSError):
+                group.rmdir()
             return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -317,6 +431,9 @@ SECCOMP_REFUSED = {
     # the kernel keyring is not namespaced: keys a jail adds are charged to the host's uid,
     # outlive the jail and are listed in the host's /proc/keys
     "add_key": "keyring", "keyctl": "keyring", "request_key": "keyring",
+    # fanotify groups count per host user like the keyring's keys (a jail took all 128 of the
+    # host's); it watches files by mount or filesystem, of no use to a jail (inotify is bounded)
+    "fanotify_init": "per-user counter",
     # a new user namespace gives back every capability inside it (and with them mount,
     # network and many less-tested kernel paths); clone with a namespace flag is refused below
     "unshare": "namespaces", "setns": "namespaces",
@@ -390,7 +507,7 @@ def bwrap_problem() -> str | None:
     """Why bwrap cannot run jails here, or None when it can."""
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (`apt-get install bubblewrap`)"
-    for program in ("unshare", "mount"):
+    for program in ("unshare", "mount", "prlimit"):
         if shutil.which(program) is None:
             return f"{program} is not installed (`apt-get install util-linux mount`)"
     try:
@@ -409,6 +526,9 @@ def bwrap_problem() -> str | None:
     if cgroup_parent("memory") is None:
         return ("no writable memory cgroup (v2 with the memory controller delegated to this process's cgroup, "
                 "or v1) to bound a jail's memory")
+    if cgroup_parent("cpu") is None:
+        return ("no writable cpu cgroup (v2 with the cpu controller delegated to this process's cgroup, or v1) "
+                "to stop what a step leaves running from using the CPU between steps")
     if os.geteuid() == 0 and cgroup_parent("pids") is None:
         return ("running as root, where RLIMIT_NPROC does not bind, and no writable pids cgroup "
                 "(v2 delegated or v1) was found to cap processes; run as a non-root user")
@@ -492,6 +612,13 @@ def bwrap_options(limits: Limits, fd_seccomp: int | None, fd_worker: int, stagin
         for device in DEVICES:
             args += ["--dev-bind", f"{staging}/dev/{device}", f"/dev/{device}"]
     args += ["--remount-ro", "/dev"]  # bwrap's /dev is a tmpfs without a size: its device nodes only
+    faked, emptied, emptied_directories = proc_masks()
+    for name in faked:
+        args += ["--ro-bind", f"{staging}/proc/{_flat(name)}", f"/proc/{name}"]
+    for name in emptied:
+        args += ["--ro-bind", f"{staging}/empty-file", f"/proc/{name}"]
+    for name in emptied_directories:
+        args += ["--ro-bind", f"{staging}/empty", f"/proc/{name}"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks
         if os.path.islink(f"/{name}"):
             args += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
@@ -508,33 +635,86 @@ def bwrap_options(limits: Limits, fd_seccomp: int | None, fd_worker: int, stagin
     return [*args, "--chdir", "/work", "--remount-ro", "/"]
 
 
+@functools.cache
+def proc_masks() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The files of /proc shown as the jail's own, the files shown empty and the directories
+    shown empty: of :data:`PROC_FAKED`, :data:`PROC_EMPTIED` and :data:`PROC_EMPTIED_DIRECTORIES`,
+    those this kernel has (a fresh procfs has the host's entries; bwrap cannot bind on a missing one)."""
+    def present(names: tuple[str, ...], directory: bool) -> tuple[str, ...]:
+        return tuple(n for n in names if (os.path.isdir if directory else os.path.isfile)(f"/proc/{n}"))
+
+    return (present(PROC_FAKED, False), present(PROC_EMPTIED, False),
+            present(PROC_EMPTIED_DIRECTORIES, True))
+
+
+def proc_files(limits: Limits) -> dict[str, str]:
+    """The contents of the jail's own :data:`PROC_FAKED`: its memory limit as the machine's
+    memory, all of it free; the host's CPUs (``os.cpu_count`` counts the ``cpu`` lines of
+    ``stat``), all idle; no load; booted when the jail started, with a boot id of its own."""
+    total = (limits.memory if limits.memory >= 0 else _host_memory()) // 1024
+    meminfo = "".join(f"{key + ':':<16}{value:>8} kB\n" for key, value in (
+        ("MemTotal", total), ("MemFree", total), ("MemAvailable", total), ("Buffers", 0), ("Cached", 0),
+        ("SwapCached", 0), ("Active", 0), ("Inactive", 0), ("SwapTotal", 0), ("SwapFree", 0), ("Shmem", 0)))
+    idle = " 0" * 10
+    cpus = "".join(f"cpu{n}{idle}\n" for n in range(os.cpu_count() or 1))
+    stat = (f"cpu {idle}\n{cpus}intr 0\nctxt 0\nbtime {int(time.time())}\nprocesses 1\nprocs_running 1\n"
+            f"procs_blocked 0\nsoftirq 0\n")
+    return {"meminfo": meminfo, "stat": stat, "loadavg": "0.00 0.00 0.00 1/1 1\n", "uptime": "0.00 0.00\n",
+            "sys/kernel/random/boot_id": f"{uuid.uuid4()}\n"}
+
+
+@functools.cache
+def _host_memory() -> int:
+    """Bytes of memory of this machine (a jail without a memory limit shows it: a constant)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _flat(proc_name: str) -> str:
+    return proc_name.replace("/", "-")
+
+
 def worker_command(limits: Limits, fd_in: int, fd_out: int) -> list[str]:
     """The worker's command in the jail (jail paths only), reading requests on ``fd_in`` and replying on ``fd_out``."""
     view = interpreter_view()
     return [view.executable, "-I", "-S", JAIL_WORKER, *limits.worker_args(fd_in, fd_out, view.site_dirs)]
 
 
-def launcher(cgroups: JailCgroups, staging: str, fd_options: int, command: list[str], own_devices: bool) -> list[str]:
-    """The command that joins the jail's cgroups, mounts its overlays in a private mount
-    namespace (each mounted from ``.``: the kernel shows the path it was given) and becomes
-    bwrap running ``command``."""
+def launcher(cgroups: JailCgroups, staging: str, fd_options: int, command: list[str], own_devices: bool,
+             proc: dict[str, str]) -> list[str]:
+    """The command that takes the jail's rlimits (:data:`JAIL_RLIMITS`), joins its cgroups,
+    mounts its overlays in a private mount namespace (each mounted from ``.``: the kernel shows
+    the path it was given), writes its files of ``/proc`` (``proc``: name -> text), enters a user
+    namespace with :data:`JAIL_USER_COUNTERS` (as root a new one, after the mounts and device
+    nodes that need the host's root; otherwise the one the mounts were made in) and becomes bwrap
+    running ``command``."""
     view = interpreter_view()
     q = shlex.quote
     lines = ["set -e", *(f"echo $$ > {q(str(procs))}" for procs in cgroups.procs_files()),
              f"mount -t tmpfs -o size=1m,mode=755 arena-sandbox {q(staging)}",
-             f"mkdir {q(staging)}/empty {q(staging)}/dev " + " ".join(f"{q(staging)}/{n}" for n in range(
-                 len(view.mounts))),
+             f"mkdir {q(staging)}/empty {q(staging)}/dev {q(staging)}/proc " + " ".join(
+                 f"{q(staging)}/{n}" for n in range(len(view.mounts))),
              f": > {q(staging)}/empty-file"]
     for number, (host, _) in enumerate(view.mounts):
         lines.append(f"cd {q(host)} && mount -t overlay -o ro,lowerdir=.:{q(staging)}/empty arena-sandbox "
                      f"{q(staging)}/{number}")
     if own_devices:
         lines.append("cp -a " + " ".join(f"/dev/{device}" for device in DEVICES) + f" {q(staging)}/dev/")
-    lines += ["cd /", "unset OLDPWD PWD",  # sh exports them: the jail's init would show where we went
-              f"exec {q(shutil.which('bwrap') or 'bwrap')} --args {fd_options} -- {shlex.join(command)}"]
+    for name, text in proc.items():
+        lines.append(f"printf %s {q(text)} > {q(staging)}/proc/{q(_flat(name))}")
+    lines += ["cd /", "unset OLDPWD PWD"]  # sh exports them: the jail's init would show where we went
+    # a kernel without per-namespace counters (before 4.9) has no such file: nothing to set
+    counters = [f"[ ! -e {path} ] || echo {value} > {path}" for path, value in (
+        (f"/proc/sys/user/{name}", value) for name, value in JAIL_USER_COUNTERS.items())]
+    bwrap = f"exec {q(shutil.which('bwrap') or 'bwrap')} --args {fd_options} -- {shlex.join(command)}"
+    if os.geteuid() == 0:
+        inner = "\n".join(["set -e", *counters, bwrap])
+        lines.append(f"exec {q(shutil.which('unshare') or 'unshare')} --user --map-root-user /bin/sh -c {q(inner)}")
+    else:
+        lines += [*counters, bwrap]
     user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    return [shutil.which("unshare") or "unshare", *user, "--mount", "--propagation", "private", "/bin/sh", "-c",
-            "\n".join(lines)]
+    rlimits = [f"--{name}={value}" for name, value in JAIL_RLIMITS.items()]
+    return [shutil.which("prlimit") or "prlimit", *rlimits, shutil.which("unshare") or "unshare", *user,
+            "--mount", "--propagation", "private", "/bin/sh", "-c", "\n".join(lines)]
 
 
 def start_bwrap(limits: Limits, hardened: bool = True) -> Jail:
@@ -542,7 +722,7 @@ def start_bwrap(limits: Limits, hardened: bool = True) -> Jail:
     (only to measure what they cost: ``arena-bench --only sandbox``)."""
     view = interpreter_view()
     staging, own_devices = _staging(view.mounts), os.geteuid() == 0  # mknod needs root of the host
-    cgroups = JailCgroups(limits, memory=hardened)
+    cgroups = JailCgroups(limits, hardened)
     ours, theirs = _pipes()
     data: list[int] = []  # descriptors bwrap reads its options, the worker and the seccomp program from
     try:
@@ -551,7 +731,8 @@ def start_bwrap(limits: Limits, hardened: bool = True) -> Jail:
             data.append(_data_fd(seccomp_program()))
         options = bwrap_options(limits, data[1] if hardened else None, data[0], staging, own_devices)
         data.append(_data_fd(b"".join(option.encode() + b"\0" for option in options)))
-        argv = launcher(cgroups, staging, data[-1], worker_command(limits, *theirs), own_devices)
+        argv = launcher(cgroups, staging, data[-1], worker_command(limits, *theirs), own_devices,
+                        proc_files(limits))
     except BaseException:
         for fd in (*theirs, *data):
             os.close(fd)
