@@ -82,12 +82,14 @@ soak: sysdeps $(STAMP)
 # against its own fast tests (tests/mutate.py); prints the kill rate per module. MODULES= picks some
 # (names transcripts pool serve_guard jail); a module's work folder build/mutate/<module> keeps its
 # results: remove it to measure a changed module afresh.
-# EVERY=5 (or 2, 10, 20) measures a sample, the mutants whose number is a multiple of it (a fifth: the
-# jail's whole run, bubblewrap starting for each test, takes hours on 2 cores).
+# EVERY=5 (any N) measures a sample, one mutant in N drawn at random from the whole module with the
+# seed SEED (the jail's whole run, bubblewrap starting for each test, takes hours on 2 cores); each
+# module's results.json there lists the sample and every verdict.
 MODULES ?=
 EVERY ?= 1
+SEED ?= 0
 mutate: sysdeps $(STAMP)
-	$(PY) tests/mutate.py --every $(EVERY) $(MODULES)
+	$(PY) tests/mutate.py --every $(EVERY) --seed $(SEED) $(MODULES)
 
 # The docs site (also built by `make test`, warnings as errors: tests/test_docs_build.py)
 docs: $(STAMP)

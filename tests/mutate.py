@@ -1,7 +1,8 @@
 """``make mutate``: mutation testing (mutmut) of the modules that hold the project's promises.
 
     python tests/mutate.py [MODULE ...]       # all of MODULES when none is named
-    python tests/mutate.py --every 5 jail     # a sample: the mutants whose number is a multiple of 5 (2, 10, 20)
+    python tests/mutate.py --every 5 jail     # a sample: one mutant in 5, drawn at random (seed SEED)
+    python tests/mutate.py --every 5 --seed 7 jail
 
 Each module is mutated alone, in ``build/mutate/<module>/`` (mutmut's copy of the checkout, its
 ``mutants/``), and each of its mutants is run against only the tests named for it in
@@ -11,16 +12,22 @@ too: ``PYTHONPATH`` points at it. A re-run keeps the results of unchanged functi
 runs its survivors again (tests may have been added since); after a module changed (a
 merge), ``rm -rf build/mutate/<module>`` starts it afresh.
 
-It prints the kill rate of each module (killed / (killed + survived); timeouts count as
-killed, as mutmut counts them) and writes the survivors of each module to
-``build/mutate/<module>/survivors.txt`` (``mutmut show NAME`` in that folder shows a diff);
-mutmut's own output is in ``build/mutate/<module>/mutmut.log``.
+A sample (``--every N``) is drawn at random, with a fixed seed, from all the module's mutants
+at once: each function is sampled in proportion to its mutants, small ones included (a sample
+taken within each function, as before, never reached the functions with fewer than N).
+
+It prints, per module, how many mutants were judged and the kill rate (killed / (killed +
+survived); timeouts count as killed, as mutmut counts them), and keeps in
+``build/mutate/<module>/``: ``results.json`` (the seed, the sample and each sampled mutant's
+verdict, to re-check a rate), ``survivors.txt`` (``mutmut show NAME`` in that folder shows a
+diff) and ``mutmut.log``, mutmut's own output.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -50,7 +57,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # (not sandbox_worker.py: it runs inside the jail, isolated from site-packages, where the mutated
     # copy's import of mutmut fails and every test with it)
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py"],
-             ["tests/test_sandbox.py", "tests/test_sandbox_attacks.py"]),
+             ["tests/test_sandbox.py", "tests/test_sandbox_attacks.py", "tests/test_sandbox_round3.py"]),
 }
 
 
@@ -98,20 +105,51 @@ timeout_method = thread
 """
 
 
-def sample(every: int) -> list[str]:
-    """mutmut's names of every ``every``-th mutant (1, 2, 5, 10 or 20): those whose number is a
-    multiple of it, in every function (a sample spread over the whole module, the same each run)."""
-    if every not in (1, 2, 5, 10, 20):
-        raise ValueError(f"--every must be 1, 2, 5, 10 or 20, got {every}")
-    if every == 1:
-        return []
-    if every == 20:  # (mutmut's patterns are globs: an even tens digit, then a 0)
-        return ["*__mutmut_*[02468]0"]
-    return [f"*__mutmut_*[{''.join(str(d) for d in range(10) if d % every == 0)}]"]
+SEED = 0  # the sample's seed: the same sample each run, so that a rate can be re-checked
+# a filter no mutant's name matches: mutmut makes the mutants, then stops without running one
+NO_MUTANT = "make-the-mutants-only"
+KILLED = ("killed", "timeout")  # mutmut counts a timeout as killed; so do we
 
 
-def run(module: str, every: int = 1) -> dict[str, int]:
-    """Mutate ``module`` in its work directory (every ``every``-th mutant); mutmut's counts of its mutants."""
+def sample(names: list[str], every: int, seed: int = SEED) -> list[str]:
+    """About one in ``every`` of ``names``, drawn at random with ``seed`` over all of them (a
+    function is sampled in proportion to its mutants, small ones too), sorted; all for 1."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"--every must be a positive integer, got {every!r}")
+    ordered = sorted(names)
+    if every == 1 or not ordered:
+        return ordered
+    return sorted(random.Random(seed).sample(ordered, max(1, round(len(ordered) / every))))
+
+
+def statuses(work: Path, env: dict[str, str]) -> dict[str, str]:
+    """Every mutant of ``work`` and mutmut's verdict on it ("killed", "survived", "not checked", ...)."""
+    listed = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=work, env=env, capture_output=True,
+                            text=True).stdout
+    found = {}
+    for line in listed.splitlines():
+        name, colon, status = line.strip().rpartition(": ")
+        if colon and "__mutmut_" in name:
+            found[name] = status
+    return found
+
+
+def tally(verdicts: dict[str, str]) -> dict[str, int]:
+    """Counts of ``verdicts`` (mutant -> status): judged, killed (timeouts among them), survived, no tests."""
+    values = list(verdicts.values())
+    killed = sum(values.count(k) for k in KILLED)
+    return {"sampled": len(values), "judged": killed + values.count("survived"), "killed": killed,
+            "timeout": values.count("timeout"), "survived": values.count("survived"),
+            "no_tests": values.count("no tests")}
+
+
+def rate(counts: dict[str, int]) -> float:
+    return counts["killed"] / max(1, counts["judged"])
+
+
+def run(module: str, every: int = 1, seed: int = SEED) -> dict[str, int]:
+    """Mutate ``module`` in its work directory (one mutant in ``every``, drawn with ``seed``);
+    the counts of :func:`tally` for the sample, and ``total``, the module's mutants."""
     files, tests = MODULES[module]
     work = ROOT / "build" / "mutate" / module
     work.mkdir(parents=True, exist_ok=True)
@@ -120,44 +158,57 @@ def run(module: str, every: int = 1) -> dict[str, int]:
         if not link.is_symlink():
             link.symlink_to(ROOT / name)
     (work / "setup.cfg").write_text(setup_cfg(files, tests, DESELECT.get(module, [])))
-    again = (work / "mutants").is_dir()  # a re-run: mutmut keeps earlier results
     # made before mutmut starts: a folder missing when Python starts is never searched for imports
     # (its finder is cached as None), and the checkout's own package would be tested instead
     (work / "mutants").mkdir(exist_ok=True)
     # the work directory is not the checkout: mutmut's copy is what every process imports
     env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
     with (work / "mutmut.log").open("w") as log:  # its progress spinner, kept out of the table
-        done = subprocess.run([str(MUTMUT), "run", "--max-children", "2", *sample(every)], cwd=work, env=env,
-                              stdout=log, stderr=subprocess.STDOUT)
-    if done.returncode != 0:  # e.g. a test that fails before any mutant: mutmut tests none
+        # the mutants of today's code (mutmut keeps the verdicts of functions that did not change)
+        # and which tests reach each; it stops at the filter, having run none
+        subprocess.run([str(MUTMUT), "run", NO_MUTANT], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.write(f"\n[mutate.py] the AssertionError above is expected: no mutant matches {NO_MUTANT!r}\n")
+    every_mutant = statuses(work, env)
+    if not every_mutant:  # e.g. a test that fails before any mutant: mutmut makes none
         tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
-        print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n", file=sys.stderr)
-    if again and survived(work, env):  # judged by the tests of their day: judged again by today's
+        print(f"mutate.py: mutmut made no mutants of {module}:", *tail, sep="\n", file=sys.stderr)
+        return {"total": 0, **tally({})}
+    chosen = sample(list(every_mutant), every, seed)
+    # the survivors too: judged by the tests of their day, judged again by today's
+    todo = [name for name in chosen if every_mutant[name] in ("not checked", "survived")]
+    if todo:
         with (work / "mutmut.log").open("a") as log:
-            subprocess.run([str(MUTMUT), "run", "--max-children", "2", *survived(work, env)], cwd=work, env=env,
-                           stdout=log, stderr=subprocess.STDOUT)
-    subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, env=env, check=True, capture_output=True)
-    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
-    (work / "survivors.txt").write_text("".join(f"{name}\n" for name in survived(work, env)))
-    return stats
-
-
-def survived(work: Path, env: dict[str, str]) -> list[str]:
-    """The names of the mutants that survived, as mutmut has them in ``work``."""
-    listed = subprocess.run([str(MUTMUT), "results"], cwd=work, env=env, capture_output=True, text=True).stdout
-    return [line.split(":")[0].strip() for line in listed.splitlines() if line.strip().endswith(": survived")]
-
-
-def rate(stats: dict[str, int]) -> float:
-    killed = stats.get("killed", 0) + stats.get("timeout", 0)
-    return killed / max(1, killed + stats.get("survived", 0))
+            done = subprocess.run([str(MUTMUT), "run", "--max-children", "2", *todo], cwd=work, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            tail = (work / "mutmut.log").read_text().replace("\r", "\n").splitlines()[-15:]
+            print(f"mutate.py: mutmut stopped on {module} (exit {done.returncode}):", *tail, sep="\n",
+                  file=sys.stderr)
+    verdicts = {name: status for name, status in statuses(work, env).items() if name in set(chosen)}
+    counts = {"total": len(every_mutant), **tally(verdicts)}
+    (work / "results.json").write_text(json.dumps(
+        {"module": module, "files": files, "tests": tests, "every": every, "seed": seed, **counts,
+         "kill_rate": round(rate(counts), 4), "verdicts": verdicts}, indent=1) + "\n")
+    (work / "survivors.txt").write_text("".join(f"{n}\n" for n, status in verdicts.items() if status == "survived"))
+    return counts
 
 
 def main(names: list[str]) -> int:
-    every = 1
-    if names[:1] == ["--every"] and len(names) > 1 and names[1].isdigit():
-        every, names = int(names[1]), names[2:]
-        sample(every)  # refused now, not after a module's run
+    every, seed = 1, SEED
+    while names[:1] in (["--every"], ["--seed"]):
+        if len(names) < 2 or not names[1].isdigit():
+            print(f"mutate.py: {names[0]} takes a number", file=sys.stderr)
+            return 2
+        if names[0] == "--every":
+            every = int(names[1])
+        else:
+            seed = int(names[1])
+        names = names[2:]
+    try:
+        sample([], every)  # refused now, not after a module's run
+    except ValueError as error:
+        print(f"mutate.py: {error}", file=sys.stderr)
+        return 2
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         print(f"mutate.py: no module {unknown}; one of {', '.join(MODULES)}", file=sys.stderr)
@@ -168,18 +219,23 @@ def main(names: list[str]) -> int:
     rows = []
     for module in names or list(MODULES):
         start = time.monotonic()
-        stats = run(module, every)
-        rows.append((module, stats, time.monotonic() - start))
-    if every > 1:
-        print(f"\na sample: the mutants whose number is a multiple of {every} (the others are 'not checked')")
-    print("\n| module | mutants | killed | survived | no tests | other | kill rate | minutes |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for module, stats, seconds in rows:
-        killed = stats.get("killed", 0) + stats.get("timeout", 0)
-        other = stats.get("total", 0) - killed - stats.get("survived", 0) - stats.get("no_tests", 0)
-        print(f"| {module} | {stats.get('total', 0)} | {killed} | {stats.get('survived', 0)} | "
-              f"{stats.get('no_tests', 0)} | {other} | {rate(stats):.0%} | {seconds / 60:.1f} |")
+        rows.append((module, run(module, every, seed), time.monotonic() - start))
+    print()
+    print(table(rows, every, seed))
     return 0
+
+
+def table(rows: list[tuple[str, dict[str, int], float]], every: int, seed: int) -> str:
+    """The report: per module, the mutants sampled of all, how many were judged and the kill rate."""
+    lines = [f"a sample: one mutant in {every}, drawn at random with seed {seed} (build/mutate/<module>/"
+             f"results.json lists them)\n" if every > 1 else "",
+             "| module | mutants | sampled | judged | killed (timed out) | survived | no tests | kill rate | minutes |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for module, counts, seconds in rows:
+        lines.append(f"| {module} | {counts['total']} | {counts['sampled']} | {counts['judged']} | {counts['killed']} "
+                     f"({counts['timeout']}) | {counts['survived']} | {counts['no_tests']} | "
+                     f"{rate(counts):.1%} | {seconds / 60:.1f} |")
+    return "\n".join(line for line in lines if line)
 
 
 if __name__ == "__main__":
