@@ -201,6 +201,29 @@ def treasure_hunt(mode: str) -> list[str]:
     return out
 
 
+def treasure_hunt_single() -> list[str]:
+    """The hunt as gym.make gives it (a batch of one, its info as Python scalars): the oracle in even
+    episodes, seeded random calls in odd ones, a new hunt after each end."""
+    from arena_envs.treasure_hunt.oracle import OracleAgent
+
+    env = gym.make("arena_envs/TreasureHunt-v0")
+    rng, oracle = np.random.default_rng(SEED), OracleAgent()
+    calls = [{"tool": "ls"}, {"tool": "pwd"}, {"tool": "cd", "path": ".."}, {"tool": "cat", "file": "start.txt"},
+             {"tool": "check_treasure", "key": "0123456789abcdef"}, {"tool": "cd", "path": "/"}]
+    obs, info = env.reset(seed=SEED)
+    out, episode = [_hash(obs, info)], 0  # Python scalars and numpy's hash apart (see digest)
+    for _ in range(STEPS):
+        action = oracle.act(obs) if episode % 2 == 0 else json.dumps(calls[int(rng.integers(len(calls)))])
+        obs, reward, terminated, truncated, info = env.step(action)
+        out.append(_hash(obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            episode += 1
+            oracle.reset()
+            obs, info = env.reset()
+            out.append(_hash(obs, info))
+    return out
+
+
 FORMS: dict[str, Callable[[], list[str]]] = {
     "foraging_single": lambda: single("arena_envs/Foraging-v0"),
     "foraging_single_classic": lambda: single("arena_envs/Foraging-v0", layout="classic"),
@@ -216,6 +239,7 @@ FORMS: dict[str, Callable[[], list[str]]] = {
     "foraging_pool": pool,
     "treasure_hunt_vector_next": lambda: treasure_hunt("NextStep"),
     "treasure_hunt_vector_same": lambda: treasure_hunt("SameStep"),
+    "treasure_hunt_single": treasure_hunt_single,
 }
 
 

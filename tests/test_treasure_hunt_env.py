@@ -406,7 +406,7 @@ def test_make_vec_builds_the_native_vector_env() -> None:
     envs.close()
 
 
-def run_single(seed: int, actions: list[Any]) -> list[tuple[str, float, bool, bool]]:
+def run_single(seed: int, actions: list[Any]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
     """A single env driven with NEXT_STEP autoreset semantics, as a sub-env of a batch is."""
     env = TreasureHuntEnv()
     env.reset(seed=seed)
@@ -414,12 +414,12 @@ def run_single(seed: int, actions: list[Any]) -> list[tuple[str, float, bool, bo
     steps = []
     for action in actions:
         if done:
-            observation, _ = env.reset()
-            steps.append((observation, 0.0, False, False))
+            observation, info = env.reset()
+            steps.append((observation, 0.0, False, False, info))
             done = False
         else:
-            observation, reward, terminated, truncated, _ = env.step(action)
-            steps.append((observation, reward, terminated, truncated))
+            observation, reward, terminated, truncated, info = env.step(action)
+            steps.append((observation, reward, terminated, truncated, info))
             done = terminated or truncated
     return steps
 
@@ -430,18 +430,23 @@ def test_batched_env_matches_single_envs_seeded_s_plus_i() -> None:
     observations, _ = envs.reset(seed=seed)
     agents = [OracleAgent() for _ in range(num_envs)]
     actions_taken: list[list[Any]] = [[] for _ in range(num_envs)]
-    batched: list[list[tuple[str, float, bool, bool]]] = [[] for _ in range(num_envs)]
+    batched: list[list[tuple[str, float, bool, bool, dict[str, Any]]]] = [[] for _ in range(num_envs)]
     for step in range(40):
         actions = [agent.act(observation) for agent, observation in zip(agents, observations, strict=True)]
         if step % 5 == 4:
             actions[1] = {"tool": "give_up"}  # make episodes end at different times
-        observations, rewards, terminations, truncations, _ = envs.step(actions)
+        observations, rewards, terminations, truncations, infos = envs.step(actions)
         for index in range(num_envs):
             actions_taken[index].append(actions[index])
-            batched[index].append((observations[index], rewards[index], terminations[index], truncations[index]))
+            info = {key: infos[key][index].item() for key in INFO_KEYS}  # the single env's: Python scalars
+            batched[index].append((observations[index], rewards[index], terminations[index], truncations[index], info))
     for index in range(num_envs):
-        assert batched[index] == run_single(seed + index, actions_taken[index])
+        single = run_single(seed + index, actions_taken[index])
+        assert batched[index] == single
+        for *_, info in single:
+            assert [type(info[key]) for key in INFO_KEYS] == [int, int, float, int, int, bool]
     assert sum(step[2] for steps in batched for step in steps) >= 2 * num_envs
+    assert {info["success"] for steps in batched for *_, info in steps} == {True, False}
 
 
 def test_next_step_autoreset_ignores_the_action_and_returns_the_first_observation() -> None:

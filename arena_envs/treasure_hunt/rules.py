@@ -138,19 +138,16 @@ class Episode:
             return "out of turns"
         return "in progress"
 
-    @property
-    def efficiency(self) -> float:
-        return min(1.0, self.optimal_path_length / self.turns) if self.success else 0.0
-
     def info(self) -> dict[str, Any]:
-        return {
-            "turns": self.turns,
-            "optimal_path_length": self.optimal_path_length,
-            "efficiency": self.efficiency,
-            "wrong_keys_tried": self.wrong_keys_tried,
-            "red_herrings_entered": self.red_herrings_entered,
-            "success": self.success,
-        }
+        """This episode's counters (keys :data:`INFO_KEYS`), as Python scalars."""
+        return dict(zip(INFO_KEYS, self.info_row(), strict=False))  # a row of INFO_KEYS by construction
+
+    def info_row(self) -> tuple[int, int, float, int, int, bool]:
+        """The values of :data:`INFO_KEYS`: the one place they are computed, for one episode
+        (:meth:`info`) and for a batch (``TreasureHuntRules.info``)."""
+        efficiency = min(1.0, self.optimal_path_length / self.turns) if self.success else 0.0
+        return (self.turns, self.optimal_path_length, efficiency, self.wrong_keys_tried, self.red_herrings_entered,
+                self.success)
 
     def _observation(self, body: str) -> str:
         cwd = f"/{self.cwd}"
@@ -226,6 +223,10 @@ class HuntBatch:
         return episode
 
 
+#: the dtype of each info key's array in a batch's info (``TreasureHuntRules.info``)
+INFO_DTYPES = (np.int64, np.int64, np.float64, np.int64, np.int64, np.bool_)
+
+
 class TreasureHuntRules:
     """Treasure Hunt as batch-engine rules; see ``env.py`` for spaces, rewards and episode end."""
 
@@ -281,21 +282,9 @@ class TreasureHuntRules:
         return tuple(state.observations)
 
     def info(self, state: HuntBatch) -> dict[str, np.ndarray]:
-        count = state.batch_size
-        episodes = [state.episode(world) for world in range(count)]
-        turns = np.fromiter((episode.turns for episode in episodes), dtype=np.int64, count=count)
-        success = np.fromiter((episode.success for episode in episodes), dtype=np.bool_, count=count)
-        optimal = np.fromiter((episode.optimal_path_length for episode in episodes), dtype=np.int64, count=count)
-        return {
-            "turns": turns,
-            "optimal_path_length": optimal,
-            "efficiency": np.where(success, np.minimum(1.0, optimal / np.maximum(turns, 1)), 0.0),
-            "wrong_keys_tried": np.fromiter((e.wrong_keys_tried for e in episodes), dtype=np.int64, count=count),
-            "red_herrings_entered": np.fromiter(
-                (e.red_herrings_entered for e in episodes), dtype=np.int64, count=count
-            ),
-            "success": success,
-        }
+        rows = [state.episode(world).info_row() for world in range(state.batch_size)]
+        return {key: np.array(column, dtype)
+                for key, column, dtype in zip(INFO_KEYS, zip(*rows, strict=True), INFO_DTYPES, strict=True)}
 
     def close(self, state: HuntBatch) -> None:
         """Delete the hunts written to disk."""
