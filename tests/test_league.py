@@ -390,3 +390,160 @@ def test_one_world_holds_its_decisions_as_it_does_in_a_batch():
         both = {k: (np.concatenate([v, v], 1) if not isinstance(v, dict)
                     else {kk: np.concatenate([vv, vv], 1) for kk, vv in v.items()}) for k, v in held.items()}
         obs, *_ = native.step(both)
+
+
+def test_the_pool_keeps_the_learners_result_against_the_opponent_that_played():
+    """Blue (the learner) beats every world played by random, loses every one played by scripted and
+    draws one: random's entry rises by exactly the wins, scripted's falls by the losses, and PFSP
+    then draws scripted (the opponent the learner loses to) more often than random."""
+    from team_capture_helpers import idle_actions
+
+    worlds = 12
+    config = {**load_config("team_capture_v0", HEADLINE), "seed": 3}
+    config["league"] = {**config["league"], "opponents": ["scripted", "random"], "snapshot_every": 0,
+                        "sampling": "uniform", "action_repeat": 1, "decide_on_events": False, "shaping": 0.0}
+    native = team_capture_v0.vector_env(worlds, autoreset_mode="SameStep", max_ticks=5)
+    env = leagues.make_league(native, config)
+    env.reset(seed=3)
+    played = env.opponent.copy()
+    assert set(played.tolist()) == {0, 1}
+    blue = np.where(played == 1, 7.0, 2.0)  # random loses 7:2, scripted wins 7:2
+    red = np.where(played == 1, 2.0, 7.0)
+    blue[-1] = red[-1] = 4.0  # a draw
+    for _ in range(4):
+        env.step(idle_actions((worlds, 2)))
+    native.unwrapped.state.extra["score"][:] = np.stack([blue, red], 1)  # no point is reached in 5 ticks
+    _, _, _, truncated, info = env.step(idle_actions((worlds, 2)))
+    assert truncated.all() and (info["final_info"]["red_score"] == red).all()  # these were the final scores
+    outcome = np.where(blue > red, 1.0, np.where(blue < red, 0.0, 0.5))  # the learner's side: win 1, draw 0.5
+    for member in (0, 1):
+        games = outcome[played == member]
+        keep = (1 - env.config.rate) ** len(games)
+        assert env.results[member] == pytest.approx(keep * 0.5 + (1 - keep) * games.mean(), abs=1e-12)
+        assert env.games[member] == len(games)
+    assert env.results[0] < 0.5 < env.results[1]  # scripted beat the learner, random lost to it
+    env.config.sampling = "pfsp"
+    chance = env.probabilities()
+    assert chance[0] > chance[1]  # the opponent the learner loses to is drawn more
+
+
+def shaped_league(shaping: float, seed: int = 4) -> leagues.League:
+    """A league whose one capture point lies on blue's spawn (blue captures it standing still) with
+    episodes of 7 ticks and decisions of 5: the second decision's episode ends on its second tick,
+    and the world's next episode plays the held decision's last 3 ticks."""
+    config = {**load_config("team_capture_v0", HEADLINE), "seed": seed}
+    config["league"] = {**config["league"], "opponents": ["scripted"], "snapshot_every": 0, "action_repeat": 5,
+                        "decide_on_events": False, "shaping": shaping}
+    native = team_capture_v0.vector_env(3, autoreset_mode="SameStep", max_ticks=7, capture_points=((-25.0, 0.0),),
+                                        point_names=("home",), spawn_spread=1.0)
+    return leagues.make_league(native, config)
+
+
+def test_shaping_adds_the_discounted_change_of_blues_capture_progress_and_nothing_past_an_end():
+    """Potential-based shaping (Ng et al. 1999): with phi = shaping x (blue's capture progress minus
+    red's), a step adds gamma phi(next) - phi(this), and phi(next) is 0 when the episode ended, even
+    when the world's next episode has already made progress. Checked against an unshaped league
+    playing the very same games."""
+    from team_capture_helpers import idle_actions
+
+    shaping = 3.0
+    plain, shaped = shaped_league(0.0), shaped_league(shaping)
+    gamma = shaped.gamma
+    progress = lambda obs: (obs["points"][:, 0, :, 5] - obs["points"][:, 0, :, 6]).sum(-1, np.float64)  # noqa: E731
+    before, _ = shaped.reset(seed=4)
+    plain.reset(seed=4)
+    rises = carried = 0
+    for _ in range(6):
+        obs, reward, terminated, truncated, _ = shaped.step(idle_actions((3, 2)))
+        _, unshaped, *_ = plain.step(idle_actions((3, 2)))
+        ended = (terminated | truncated)[:, 0]
+        phi, phi_next = shaping * progress(before), shaping * progress(obs)
+        expected = gamma * np.where(ended, 0.0, phi_next) - phi
+        np.testing.assert_allclose(reward - unshaped, np.repeat(expected[:, None], 2, 1), rtol=0, atol=1e-9)
+        rises += int(((phi_next > phi) & ~ended).sum())  # blue's capture went on
+        carried += int((ended & (phi_next > 0)).sum())  # an end, the next episode already under way
+        before = obs
+    assert rises > 0 and carried > 0
+
+
+def test_a_resumed_league_has_every_members_result_games_and_weights(tmp_path):
+    """What pool.json holds comes back on resume as it was: each member's running result (PFSP's
+    weights) and games, and each snapshot's weights."""
+    env = league_env(2, snapshot_every=64)
+    size = env.encoding.observation_space.shape[0], env.encoding.action_space.nvec.tolist(), [8]
+    agent = ppo.Agent(*size)
+    assert leagues.attach(env, agent, tmp_path, resume=False) is env
+    leagues.after_update(env, agent, 64)  # snapshot_64 joins
+    env.results[:] = [0.125, 0.875, 0.3]
+    env.games[:] = [7, 3, 11]
+    leagues.after_update(env, agent, 70)  # no snapshot due: the pool is written as it is
+    resumed = league_env(2, snapshot_every=64)
+    leagues.attach(resumed, ppo.Agent(*size), tmp_path, resume=True)
+    assert [m.name for m in resumed.members] == ["scripted", "random", "snapshot_64"]
+    np.testing.assert_array_equal(resumed.results, [0.125, 0.875, 0.3])
+    np.testing.assert_array_equal(resumed.games, [7, 3, 11])
+    np.testing.assert_array_equal(resumed.probabilities(), env.probabilities())
+    for mine, theirs in zip(resumed.members[2].net.parameters(), env.members[2].net.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+    assert resumed.next_snapshot == 128
+
+
+def test_every_change_of_hands_of_every_point_is_an_event_at_2v2():
+    """team_capture.decision_events at 2v2, each world of a batch changing one point's owner one
+    way (neutral to either team, either team to the other) and one world changing nothing: each
+    change is an event for both teams' views, on every point, and nothing else is."""
+    from team_capture_helpers import BLUE, NEUTRAL, RED, idle_actions
+
+    from arena_envs.team_capture import decision_events, decision_view, join_teams, split_teams
+
+    changes = [(NEUTRAL, BLUE), (NEUTRAL, RED), (BLUE, RED), (RED, BLUE)]
+    cases = [(point, was, now) for point in range(5) for was, now in changes]
+    worlds = len(cases) + 1  # the last world: nothing changes
+    native = team_capture_v0.vector_env(worlds, agents_per_team=2, max_ticks=1000)
+    native.reset(seed=0)
+    owner = native.unwrapped.state.extra["point_owner"]
+    idle = join_teams(idle_actions((worlds, 2)), idle_actions((worlds, 2)))
+    for world, (point, was, _) in enumerate(cases):
+        owner[world, point] = was
+    obs, *_ = native.step(idle)  # nobody stands in a zone: the owners stay as set
+    views = [decision_view(team) for team in split_teams(obs, 2)]
+    for world, (point, _, now) in enumerate(cases):
+        owner[world, point] = now
+    obs, *_ = native.step(idle)
+    for before, team in zip(views, split_teams(obs, 2), strict=True):
+        after = decision_view(team)
+        assert decision_events(before, after).tolist() == [True] * len(cases) + [False]
+        assert decision_events(after, after).tolist() == [False] * worlds
+
+
+def test_an_arrival_of_either_teammate_is_an_event_at_2v2():
+    """team_capture.decision_events at 2v2: in each world one agent walks a short way while its
+    teammate stands; the tick it stops (the world's own state says when) is the team's one event,
+    whichever teammate it is; the other team's agents arriving is no event for it."""
+    from team_capture_helpers import TOOLS, idle_actions
+
+    from arena_envs.team_capture import decision_events, decision_view, join_teams, split_teams
+
+    walker = np.array([0, 1, 2, 3])  # blue 1, blue 2, red 1, red 2: one agent walks in each world
+    native = team_capture_v0.vector_env(4, agents_per_team=2, max_ticks=1000)
+    obs, _ = native.reset(seed=1)
+    state = native.unwrapped.state
+    actions = join_teams(idle_actions((4, 2)), idle_actions((4, 2)))
+    rows = np.arange(4)
+    actions["tool"][rows, walker] = TOOLS["move_to"]
+    actions["move_to"][rows, walker] = np.stack([state.x[rows, walker] + 4.0, state.z[rows, walker],
+                                                 np.ones(4)], 1)  # 4 m at full speed: a few ticks
+    views = [decision_view(team) for team in split_teams(obs, 2)]
+    events = [[], []]  # per team: the ticks of its events, per world
+    stopped = []  # the ticks each walker stopped on, per world
+    for tick in range(40):
+        moving = state.moving[rows, walker].copy()
+        obs, *_ = native.step(actions)
+        stopped += [(world, tick) for world in np.flatnonzero(moving & ~state.moving[rows, walker])]
+        for team, (before, now) in enumerate(zip(views, split_teams(obs, 2), strict=True)):
+            after = decision_view(now)
+            events[team] += [(world, tick) for world in np.flatnonzero(decision_events(before, after))]
+            views[team] = after
+    assert len(stopped) == 4  # every walker arrived once
+    assert events[0] == [(w, t) for w, t in stopped if walker[w] < 2]  # blue 1's and blue 2's arrivals
+    assert events[1] == [(w, t) for w, t in stopped if walker[w] >= 2]  # red 1's and red 2's
