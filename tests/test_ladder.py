@@ -206,3 +206,19 @@ def test_wilson_intervals():
     assert abs(low - 0.2366) < 1e-3 and abs(high - 0.7634) < 1e-3
     assert wilson(0, 2)[0] == 0.0 and abs(wilson(0, 2)[1] - 0.6576) < 1e-3
     assert wilson(20, 20)[1] == 1.0 and wilson(0, 0) == (0.0, 1.0)
+
+
+def test_a_draw_rates_both_teams_alike():
+    """A draw is a tie, not a win of the pair's first entrant: teams that only drew each other keep
+    equal ratings, in either order, and a draw against a weaker team costs the stronger one."""
+    for results in ({(0, 1): np.array([0])}, {(0, 1): np.array([0, 0, 0, 0])}):
+        table = {row["entrant"]: row for row in ratings(["a", "b"], results)}
+        assert table["a"]["mu"] == pytest.approx(table["b"]["mu"], abs=1e-12)
+        assert table["a"]["sigma"] == pytest.approx(table["b"]["sigma"], abs=1e-12)
+        assert table["a"]["sigma"] < 25 / 3  # the games were rated
+    # a beat c twice; then a draw with c: a keeps less than after a win, c gains on a loss
+    history = np.array([1, 1])
+    drawn = {row["entrant"]: row["mu"] for row in ratings(["a", "c"], {(0, 1): np.append(history, 0)})}
+    won = {row["entrant"]: row["mu"] for row in ratings(["a", "c"], {(0, 1): np.append(history, 1)})}
+    lost = {row["entrant"]: row["mu"] for row in ratings(["a", "c"], {(0, 1): np.append(history, -1)})}
+    assert lost["a"] < drawn["a"] < won["a"] and won["c"] < drawn["c"] < lost["c"]
