@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -198,3 +199,42 @@ def test_the_shipped_page_holds_the_rendered_part():
         seeds = [run["seed"] for run in document["runs"]]
         assert seeds == document["seeds"] and len(seeds) >= 2  # an interval needs two (make results runs 5)
         assert re.search(rf"^\| {render_results.label(document)} \| .* \| {len(seeds)} \| ", generated, re.M)
+
+
+PLOTTED = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import render_results
+
+documents = json.loads(sys.argv[2])
+lines = {}
+for name, figure in (("profile", render_results.profile_figure(documents, reps=50)),  # the bands only: few resamples
+                     ("curves", render_results.curves_figure(documents, points=5, reps=50))):
+    lines[name] = {line.get_label(): line.get_xydata().tolist() for ax in figure.axes for line in ax.lines}
+print(json.dumps(lines))
+"""
+
+
+def test_the_plots_draw_the_normalised_scores_and_the_curves_over_steps():
+    """What the two figures draw, read back from their lines: the profile of each run's metric over
+    its solved level (the share of runs above each tau), and the learning curve's IQM over the
+    seeds' curves interpolated at training steps (not seconds)."""
+    from scipy.stats import trim_mean
+
+    values, threshold = [0.1, 0.5, 0.6, 0.9, 0.95], 0.5
+    document = made_up("team_capture", values, [None] * 5, threshold)
+    for i, run in enumerate(document["runs"]):  # seconds unlike steps: the wall clock ran unevenly
+        run["curve"].update(steps=[100.0, 200.0 + 20 * i, 300.0], seconds=[5.0, 6.0, 9.0 + i])
+    assert STATS_PYTHON.exists(), "the stats venv is missing: make stats (make test builds it)"
+    done = subprocess.run([str(STATS_PYTHON), "-c", PLOTTED, str(RENDER.parent), json.dumps([document])],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = json.loads(done.stdout)
+    profile = np.array(lines["profile"]["TeamCapture-v0"])
+    scores = np.array(values) / threshold
+    assert profile[0, 0] == 0.0 and profile[-1, 0] == 2.0 and len(profile) == 101
+    np.testing.assert_allclose(profile[:, 1], [(scores > tau).mean() for tau in profile[:, 0]], rtol=0, atol=1e-12)
+    curve = np.array(lines["curves"]["IQM of 5 seeds"])
+    np.testing.assert_allclose(curve[:, 0], np.linspace(100.0, 300.0, 5))
+    seeds = [np.interp(curve[:, 0], run["curve"]["steps"], run["curve"]["value"]) for run in document["runs"]]
+    np.testing.assert_allclose(curve[:, 1], trim_mean(np.array(seeds), 0.25, axis=0), rtol=0, atol=1e-9)

@@ -119,6 +119,12 @@ def solve_table(documents: list[dict[str, Any]]) -> list[str]:
 
 
 def performance_profile(documents: list[dict[str, Any]], path: Path) -> Path:
+    return saved(profile_figure(documents), path)
+
+
+def profile_figure(documents: list[dict[str, Any]], reps: int = REPS):
+    """The performance profiles' figure: per scenario, the share of runs whose normalised score
+    exceeds each tau, with its bootstrap band (``reps`` resamples)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,13 +134,20 @@ def performance_profile(documents: list[dict[str, Any]], path: Path) -> Path:
     scores = {label(d): normalised(d).reshape(-1, 1) for d in documents}
     top = max(2.0, max(float(s.max()) for s in scores.values()) * 1.05)
     taus = np.linspace(0.0, top, 101)
-    profiles, intervals = library.create_performance_profile(scores, taus, reps=REPS)
+    profiles, intervals = library.create_performance_profile(scores, taus, reps=reps)
     fig, ax = plt.subplots(figsize=(6, 4))
     colours = dict(zip(scores, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False))
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=intervals, colors=colours,
                                          xlabel=r"normalised score $\tau$ (metric / solved level)",
                                          ylabel=r"fraction of runs with score $> \tau$", ax=ax, legend=True)
     ax.axvline(1.0, ls="--", color="grey")
+    return fig
+
+
+def saved(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` and free it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -142,6 +155,13 @@ def performance_profile(documents: list[dict[str, Any]], path: Path) -> Path:
 
 
 def learning_curves(documents: list[dict[str, Any]], path: Path, points: int = 25) -> Path:
+    return saved(curves_figure(documents, points), path)
+
+
+def curves_figure(documents: list[dict[str, Any]], points: int = 25, reps: int = 500):
+    """The learning curves' figure: a panel per scenario, its metric over training steps (the IQM
+    across seeds at ``points`` steps, each seed's curve interpolated there) with the 95% band
+    (``reps`` resamples at each)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,7 +175,7 @@ def learning_curves(documents: list[dict[str, Any]], path: Path, points: int = 2
             start = max(c["steps"][0] for c in curves)
             grid = np.linspace(start, end, points) if end > start else np.array([end])
             values = np.stack([np.interp(grid, c["steps"], c["value"]) for c in curves])  # (seeds, points)
-            estimates = np.array([iqm_interval(values[:, i], reps=500) for i in range(len(grid))])
+            estimates = np.array([iqm_interval(values[:, i], reps=reps) for i in range(len(grid))])
             ax.plot(grid, estimates[:, 0], label=f"IQM of {len(curves)} seeds")
             ax.fill_between(grid, estimates[:, 1], estimates[:, 2], alpha=0.3, label="95% CI")
             ax.set_ylabel(metric["name"])
@@ -168,10 +188,7 @@ def learning_curves(documents: list[dict[str, Any]], path: Path, points: int = 2
             ax.set_title(label(d))
         ax.grid(alpha=0.3)
         ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 # -- the ladder (training/ladder.py writes ladder.json; arena-eval --ladder draws these too) ------------
@@ -235,10 +252,7 @@ def ladder_plot(document: dict[str, Any], path: Path) -> Path:
     fig.colorbar(image, ax=right, label="row's score against column (win 1, draw 0.5)")
     fig.suptitle(f"Team Capture ladder: {document['games']} games a pair"
                  + (f", {document['llm_games']} with an LLM seat" if document["llm_pairs"] else ""))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return saved(fig, path)
 
 
 def render(folder: Path, page: Path, figures: Path | None = None) -> str:
