@@ -124,6 +124,33 @@ def test_the_2d_scenarios_play_through_the_methods_deterministically_and_alone(s
             assert c.session.messages[1] != b.session.messages[1]  # another seed, another world
 
 
+def test_the_team_capture_class_plays_blue_agent_1_beside_the_scripted_teams():
+    """The model's seat is blue_agent_1, as the module says: the opening, each call's answer and the
+    return are those of a team capture chat match with blue_agent_1 as its chat agent."""
+    from arena_envs.llm.team import TeamChatBatch
+
+    with arena_trl.TeamCapture() as env:
+        opening = env.reset(seed=6)
+        assert opening.startswith("tick 0 | blue_agent_1 at"), opening[:80]
+        assert "blue_agent_1" in env.session.messages[0]["content"]
+        calls, results = [], []
+        for _ in range(4):
+            name, arguments = next_call(env)
+            calls.append((name, arguments))
+            results.append(getattr(env, name)(**arguments))
+        match = TeamChatBatch(1, chat_agent="blue_agent_1", **arena_trl.TeamCapture.kwargs)
+        try:
+            messages, _tools = match.reset([6])[0]
+            assert messages[-1]["content"] == opening
+            for turn, ((name, arguments), result) in enumerate(zip(calls, results, strict=True), 1):
+                step = match.step([reply_of(name, arguments, turn)])[0]
+                assert result == "\n".join(m["content"] for m in step.messages if m["content"])
+            assert env.session.messages == match.sessions[0].messages
+            assert env.get_reward() == match.sessions[0].episode_return
+        finally:
+            match.close()
+
+
 def test_bad_calls_are_answered_in_text_and_leave_other_instances_alone():
     Hunt = arena_trl.TreasureHunt
     with Hunt() as env, Hunt() as other:
