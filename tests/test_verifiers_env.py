@@ -32,8 +32,8 @@ def verifiers_venv() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def in_verifiers(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VF_PYTHON), "-c", code], env=verifiers_venv(), capture_output=True, text=True,
+def in_verifiers(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VF_PYTHON), "-c", code, *args], env=verifiers_venv(), capture_output=True, text=True,
                           timeout=300)
 
 
@@ -78,26 +78,93 @@ def test_vf_eval_scores_every_rollout_as_our_session_replays_it(llama, tmp_path)
     for rollout in rollouts:
         assert rollout["error"] is None, rollout["error"]
         assert rollout["stop_condition"] == "has_final_env_response"  # the episode ended it, not an error
-        env = ChatEnv("arena_envs/TreasureHunt-v0", **options)
-        try:
-            opening, _tools = env.reset(seed=rollout["info"]["seed"])
-            assert [m["content"] for m in opening] == [m["content"] for m in rollout["prompt"]]
-            statuses = []
-            for message in rollout["completion"]:
-                if message["role"] == "assistant":
-                    step = env.step(assistant_reply(message))
-                    statuses.append(step.info["parse_status"])
-                    answers = iter(step.messages)
-                else:  # the environment's answers in the rollout are the session's, one for one
-                    assert message["content"] == next(answers)["content"]
-            assert env.session.done and statuses
-            assert rollout["reward"] == rollout["episode_return"] == pytest.approx(env.session.episode_return)
-            assert rollout["readable_call_rate"] == pytest.approx(statuses.count("call") / len(statuses))
-            assert rollout["turns"] == len(statuses) and rollout["success"] == float(env.session.last_info["success"])
-            calls += statuses.count("call")
-        finally:
-            env.close()
+        statuses = replay_scores(rollout, options)
+        calls += statuses.count("call")
     assert calls > 0  # llama.cpp's native tool calls were read and played
+
+
+def replay_scores(rollout: dict, options: dict) -> list[str]:
+    """Our own chat session replaying the rollout's replies at its seed: the same opening and answers,
+    and the rollout's scores those of the session. Returns each reply's parse status."""
+    env = ChatEnv("arena_envs/TreasureHunt-v0", **options)
+    try:
+        opening, _tools = env.reset(seed=rollout["info"]["seed"])
+        assert [m["content"] for m in opening] == [m["content"] for m in rollout["prompt"]]
+        statuses = []
+        for message in rollout["completion"]:
+            if message["role"] == "assistant":
+                step = env.step(assistant_reply(message))
+                statuses.append(step.info["parse_status"])
+                answers = iter(step.messages)
+            else:  # the environment's answers in the rollout are the session's, one for one
+                assert message["content"] == next(answers)["content"]
+        assert env.session.done and statuses
+        assert rollout["reward"] == rollout["episode_return"] == pytest.approx(env.session.episode_return)
+        assert rollout["readable_call_rate"] == pytest.approx(statuses.count("call") / len(statuses))
+        assert rollout["turns"] == len(statuses) and rollout["success"] == float(env.session.last_info["success"])
+        return statuses
+    finally:
+        env.close()
+
+
+# verifiers' own evaluation against the scripted model, which hesitates: in the rollout of example k its
+# first k replies are prose (no call), then it plays the oracle's calls
+HESITANT_EVALUATION = """
+import asyncio, contextvars, json, os, sys
+import verifiers as vf
+from arena_envs.llm.server import EPISODE_HEADER, ScriptedModelServer
+from arena_envs.verifiers import load_environment
+
+hesitations = contextvars.ContextVar("hesitations", default=0)
+
+
+class Hesitant(ScriptedModelServer):
+    async def _serve(self, request):
+        hesitations.set(int(request.headers[EPISODE_HEADER]))  # the rollout's example, sent by verifiers' client
+        return await super()._serve(request)
+
+    def _reply(self, messages, fmt):
+        if sum(m.get("role") == "assistant" for m in messages) < hesitations.get():
+            return {"role": "assistant", "content": "Let me think about where the treasure could be."}
+        return super()._reply(messages, fmt)
+
+
+def plain(messages):
+    return [m if isinstance(m, dict) else m.model_dump() for m in messages]
+
+
+examples, max_turns = int(sys.argv[1]), int(sys.argv[2])
+os.environ["OPENAI_API_KEY"] = "unused"
+with Hesitant(strict=False) as server:  # verifiers' client sends reasoning_content: null, which llama.cpp takes
+    env = load_environment("TreasureHunt", difficulty="easy", num_examples=examples, max_turns=max_turns)
+    client = vf.ClientConfig(api_base_url=server.base_url, api_key_var="OPENAI_API_KEY", max_retries=0,
+                             extra_headers_from_state={EPISODE_HEADER: "example_id"})
+    out = asyncio.run(env.evaluate(client=client, model="scripted", num_examples=examples, max_concurrent=examples,
+                                   on_progress=[]))
+print(json.dumps([{**{key: o[key] for key in ("example_id", "info", "error", "stop_condition", "reward",
+                                              "episode_return", "readable_call_rate", "success", "turns")},
+                   "prompt": plain(o["prompt"]), "completion": plain(o["completion"])} for o in out["outputs"]]))
+"""
+
+
+def test_won_and_lost_hunts_are_scored_exactly_through_verifiers_evaluation():
+    """Hunts won in 7, 8 and 9 turns and one cut at 9 (the oracle needs 7 calls; example k's first k
+    replies hold none): each rollout's success, turns and readable-call rate are exactly what was
+    played, and what our own session says of the same replies."""
+    examples, max_turns = 4, 9
+    done = in_verifiers(HESITANT_EVALUATION, str(examples), str(max_turns))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rollouts = sorted(json.loads(done.stdout.splitlines()[-1]), key=lambda rollout: rollout["example_id"])
+    assert [rollout["info"]["seed"] for rollout in rollouts] == list(range(examples))
+    options = {**DEFAULT_OPTIONS["TreasureHunt"], "text_calls": "user", "difficulty": "easy", "max_turns": max_turns}
+    for hesitations, rollout in enumerate(rollouts):
+        assert rollout["error"] is None and rollout["stop_condition"] == "has_final_env_response", rollout["error"]
+        turns = min(7 + hesitations, max_turns)
+        assert rollout["success"] == float(7 + hesitations <= max_turns)
+        assert rollout["turns"] == float(turns)
+        assert rollout["readable_call_rate"] == (turns - hesitations) / turns
+        statuses = replay_scores(rollout, options)
+        assert statuses == ["none"] * hesitations + ["call"] * (turns - hesitations)
 
 
 def test_load_environment_refuses_what_it_cannot_serve():
