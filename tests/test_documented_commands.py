@@ -226,7 +226,86 @@ def node_exists(node: str) -> bool:
 # -- each command through its program's real parser -------------------------------------
 
 class Parsed(BaseException):
-    """Raised in place of a program's work once its parser has accepted the command line."""
+    """Raised in place of a program's work once its parser has accepted the command line; an argparse
+    parser's own and what it read come with it."""
+
+    def __init__(self, parser: argparse.ArgumentParser | None = None, namespace: argparse.Namespace | None = None):
+        super().__init__()
+        self.parser, self.namespace = parser, namespace
+
+
+def scenario_mistake(name: str) -> str | None:
+    from arena_envs.names import UnknownNameError, resolve
+
+    try:
+        resolve(name)
+    except UnknownNameError as error:
+        return str(error)
+    return None
+
+
+def agent_mistake(name: str, scenario: str) -> str | None:
+    """arena-eval's MODEL_OR_BASELINE (and arena-view --play's AGENT): a baseline, a shipped policy that
+    plays ``scenario``, or a path (every run a page shows is under runs/, every file has its suffix)."""
+    from arena_envs import pretrained
+
+    if name in ("random", "scripted"):
+        return None
+    if pretrained.is_pretrained(name):
+        try:
+            pretrained.load(name, scenario)
+        except Exception as error:  # the program's own one-line refusal
+            return f"{name}: {error}"
+        return None
+    if "/" in name or name.endswith((".zip", ".npz")):
+        return None
+    return f"{name!r} is no baseline (random, scripted), shipped policy (pretrained[:scenario]) or path"
+
+
+def ladder_mistakes(teams: list[str], namespace: argparse.Namespace) -> list[str]:
+    """arena-eval --ladder's TEAMs, each read as the ladder reads it (its seats' names, their number)."""
+    from arena_envs.training.common import load_config
+    from arena_envs.training.ladder import SCENARIO, Entrant, UsageError
+
+    settings = {**load_config(SCENARIO).get("env_kwargs", {}), **dict(namespace.env_arg)}
+    mistakes = []
+    for team in teams:
+        try:
+            Entrant.parse(team, settings.get("agents_per_team", 2))
+        except UsageError as error:
+            mistakes.append(str(error))
+    return mistakes
+
+
+# a documented command's positional arguments, by the name its parser gives them: each is a name the program
+# resolves only once it runs (read here as the program reads it, so that a misspelt one fails at once), or
+# one of these, a path or a model id the program reads or writes (ours, then sphinx-build's and build's)
+FREE_POSITIONALS = {"paths", "directory", "run", "folder", "model", "sourcedir", "outputdir", "filenames", "srcdir"}
+
+
+def name_mistakes(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> list[str]:
+    """What the program would refuse among the names a parsed command line holds, only once it runs:
+    a scenario (any spelling), arena-eval's agent and scenario, arena-eval --ladder's teams, arena-view
+    --play's agent and scenario. A positional argument neither checked nor free is a mistake here too,
+    so that a new one gets its check."""
+    found = vars(namespace)
+    mistakes: list[str] = []
+    for action in parser._actions:
+        if action.option_strings or action.dest not in found or found[action.dest] is None:
+            continue
+        value = found[action.dest]
+        if action.dest in ("env", "env_id", "scenario"):
+            agent = found["model"] if parser.prog == "arena-eval" else None  # MODEL_OR_BASELINE plays it
+            mistakes.append(scenario_mistake(value) or (agent and agent_mistake(agent, value)))
+        elif action.dest == "entrants":
+            mistakes += ladder_mistakes(value, namespace)
+        elif action.dest not in FREE_POSITIONALS:
+            mistakes.append(f"{parser.prog}'s positional {action.dest!r} is unchecked: check it in "
+                            "tests/test_documented_commands.py (name_mistakes), or add it to FREE_POSITIONALS")
+    if found.get("play"):  # arena-view --play AGENT SCENARIO: arena-eval's two positionals
+        agent, scenario = found["play"]
+        mistakes.append(scenario_mistake(scenario) or agent_mistake(agent, scenario))
+    return [mistake for mistake in mistakes if mistake]
 
 
 def argv_of(command: str) -> list[str]:
@@ -293,8 +372,8 @@ def parse_error(argv: list[str]) -> str | None:
         sys_argv, start = argv, lambda: next(iter(scripts)).load()()
     import importlib
 
-    def parsed(*_):
-        raise Parsed()
+    def parsed(namespace=None, parser=None):
+        raise Parsed(parser, namespace)
 
     def leaf_parsed(parse):  # a click command's line, once its last (sub)command has read it
         return lambda self, ctx, args: parse(self, ctx, args) if hasattr(self, "commands") else \
@@ -304,7 +383,7 @@ def parse_error(argv: list[str]) -> str | None:
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(stderr), \
             contextlib.redirect_stdout(io.StringIO()):
         parse_args = argparse.ArgumentParser.parse_args
-        patch.setattr(argparse.ArgumentParser, "parse_args", lambda self, *a: parsed(parse_args(self, *a)))
+        patch.setattr(argparse.ArgumentParser, "parse_args", lambda self, *a: parsed(parse_args(self, *a), self))
         for click in ("click.core", "typer._click.core"):  # Typer carries a click of its own
             with contextlib.suppress(ImportError):
                 command = importlib.import_module(click).Command
@@ -312,8 +391,10 @@ def parse_error(argv: list[str]) -> str | None:
         patch.setattr(sys, "argv", sys_argv)
         try:
             start()
-        except Parsed:
-            return None
+        except Parsed as accepted:
+            if accepted.parser is None:  # a click command's line: its names are its own to check
+                return None
+            return "; ".join(name_mistakes(accepted.parser, accepted.namespace)) or None
         except SystemExit as exit:
             return f"exit {exit.code}: {stderr.getvalue().strip()}"
     return f"{program} returned without reaching its parser: {stderr.getvalue().strip()}"
@@ -447,6 +528,26 @@ def test_the_audit_mutants_fail_the_checks(tmp_path):
     assert "no program 'rm'" in parse_error(["rm", "-rf", "runs"])
     assert unrun_parts(HERE + "test_make_test_is_what_ci_runs", "arena-bench --json runs/bench.json", "x.md") == \
         ["arena-bench", "--json"]
+
+
+def test_the_names_a_command_holds_are_read_as_its_program_reads_them():
+    """Issue 43's audit: a misspelt name among a command's positional arguments (a scenario, a ladder's
+    seat, arena-eval's agent) passed, since every parser takes any string there; each fails now, with
+    the program's own words."""
+    assert "did you mean 'team_capture_v0'" in parse_error(["arena-train", "team_captur_v0", "--out", "runs/league"])
+    assert "'scriptd'" in parse_error(["arena-eval", "--ladder", "random", "scripted", "pretrained",
+                                       "pretrained+scriptd", "--games", "200", "--out", "runs/ladder"])
+    assert "names 3 seats" in parse_error(["arena-eval", "--ladder", "scripted", "random+random+scripted"])
+    assert "Foragin" in parse_error(["arena-eval", "runs/lean", "Foragin-v0", "--episodes", "200"])
+    assert "'scriptd' is no baseline" in parse_error(["arena-eval", "scriptd", "Foraging-v0"])
+    assert "crafting" in parse_error(["arena-eval", "pretrained:crafting", "Foraging-v0"])  # plays another scenario
+    assert "treasure_hnt" in parse_error(["arena-serve", "treasure_hnt", "--port", "8100"])
+    assert "TreasureHunt" in parse_error(["arena-agent", "arena_envs/TreasureHnt-v0", "--agent", "scripted"])
+    assert "Crafting" in parse_error(["arena-view", "--play", "pretrained", "Crafing-v0", "--export", "site"])
+    for command in ("arena-train team_capture_v0 --out runs/league",
+                    "arena-eval --ladder random scripted pretrained pretrained+scripted --games 200 --out runs/ladder",
+                    "arena-view --play pretrained Crafting-v0 --episodes 1 --export site"):
+        assert parse_error(argv_of(command)) is None, command
 
 
 @pytest.mark.parametrize("command", sorted(RUN_HERE))
