@@ -24,7 +24,12 @@ import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
+from arena_envs.xp import CounterGenerator
+
 State = TypeVar("State")
+GENERATORS = ("pcg64", "counter")
+"""A batch's world generators: numpy's PCG64 (the default), or the counter generator of
+:mod:`arena_envs.xp`, which lays out the same worlds on every backend (the device batch's)."""
 Steps = tuple[np.ndarray, np.ndarray, np.ndarray]  # reward, terminated, truncated: (B,) or (B, A)
 
 
@@ -116,12 +121,15 @@ class Batch(Generic[State]):
     """``size`` worlds of one scenario, their generators and their autoreset bookkeeping."""
 
     def __init__(self, scenario: Rules[State], size: int,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP):
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, rng: str = "pcg64"):
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
             raise ValueError(f"the number of worlds must be a positive integer, got {size!r}")
         self.scenario = scenario
         self.size = int(size)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
+        if rng not in GENERATORS:
+            raise ValueError(f"rng must be one of {GENERATORS}, got {rng!r}")
+        self.rng = rng
         self.state: State = scenario.init_state(self.size)
         self.rngs: list[np.random.Generator | None] = [None] * self.size
         self.needs_reset = np.zeros(self.size, bool)  # worlds that ended on the last autostep
@@ -146,13 +154,21 @@ class Batch(Generic[State]):
             raise ValueError(f"expected {len(index)} seeds, got {len(seeds)}")
         if any(isinstance(s, bool) for s in seeds):  # an int to Python, but never meant as a seed
             raise ValueError(f"seeds must be non-negative integers or None, got {seeds}")
-        fresh = {int(i): seeding.np_random(s)[0] for i, s in zip(index, seeds, strict=True)
+        fresh = {int(i): self.generator(s) for i, s in zip(index, seeds, strict=True)
                  if s is not None or self.rngs[i] is None}  # raises before anything changed
         for i, rng in fresh.items():
             self.rngs[i] = rng
         self.scenario.reset(self.state, index, [self.rngs[i] for i in index], seeds)
         self.needs_reset[index] = False
         self.begun[index] = True
+
+    def generator(self, seed: int | None) -> Any:
+        """A world's generator from ``seed`` (from entropy when None): numpy's PCG64, or with
+        ``rng="counter"`` the counter generator every backend shares (:mod:`arena_envs.xp`)."""
+        rng = seeding.np_random(seed)[0]  # checks the seed either way
+        if self.rng == "counter":
+            return CounterGenerator(seed if seed is not None else int(rng.integers(0, 2**63)))
+        return rng
 
     def step(self, actions: Any, active: np.ndarray | None = None) -> Steps:
         """One tick of the worlds where ``active`` is true (all by default); the others do not move."""

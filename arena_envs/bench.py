@@ -16,6 +16,7 @@ vector env as a reference for the speed of this machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -135,6 +136,173 @@ def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
     return [("CartPole-v1 native vector env B=4096 (reference)",
              vector_rate("CartPole-v1", 4096, seconds, vectorization_mode="vector_entry_point"), "env-steps/s")]
 
+
+
+# -- on a device (torch, DESIGN §19) ------------------------------------------------------
+
+DEVICE_SIZES = (8192, 65536, 262144, 1048576)
+
+
+def device_actions(env: Any, count: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``count`` batches of random valid actions drawn on the env's device, ahead of time."""
+    import torch
+
+    gen = torch.Generator(device=env.device).manual_seed(seed)
+    space, n, dev = env.single_action_space, env.num_envs, env.device
+    w = float(env.scenario.params.half_size)
+
+    def ints(high: int, *shape: int) -> Any:
+        return torch.randint(0, int(high), (n, *shape), generator=gen, device=dev)
+
+    def uniform(low: float, high: float) -> Any:
+        return low + (high - low) * torch.rand(n, generator=gen, device=dev)
+
+    return [{"tool": ints(7),
+             "move_to": torch.stack([uniform(-w, w), uniform(-w, w), uniform(0.5, 2.0)], dim=1),
+             "collect": ints(space["collect"].n),
+             "craft": torch.stack([ints(space["craft"].nvec[0]), ints(space["craft"].nvec[1])], dim=1),
+             "query_world": {"radius": uniform(1.0, 50.0)[:, None], "filter": ints(5)},
+             "send_message": torch.stack([ints(space["send_message"].nvec[0]),
+                                          ints(space["send_message"].nvec[1])], dim=1)}
+            for _ in range(count)]
+
+
+def device_rate(env: Any, seconds: float) -> float:
+    """Env-steps/s of a device env on pre-drawn actions, the device synchronised at each window's end."""
+    import torch
+
+    env.reset(seed=0)
+    pool = [env.decode(a) for a in device_actions(env, ACTION_POOL)]  # decoded: the step alone is timed
+    sync = torch.cuda.synchronize if env.device.type == "cuda" else (lambda: None)
+
+    def step(i: int) -> None:
+        env.batch.autostep(pool[i % ACTION_POOL])
+        if i % 10 == 9:
+            sync()
+
+    return _rate(step, env.num_envs, seconds)
+
+
+def device_rows(seconds: float, device: str | None = None,
+                sizes: tuple[int, ...] = DEVICE_SIZES) -> list[tuple[str, float, str]]:
+    """Foraging on torch tensors at each batch size, eager and compiled (torch.compile)."""
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rows = []
+    for b in sizes:
+        for compiled in (False, True):
+            env = gym.make_vec("arena_envs/Foraging-v0", num_envs=b, device=device, compile=compiled)
+            label = f"Foraging on {device} B={b}, {'compiled' if compiled else 'eager'}"
+            rows.append((label, device_rate(env, seconds), "env-steps/s"))
+            env.close()
+            print(f"{label}: {rows[-1][1]:,.0f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def team_device_rows(seconds: float, device: str | None = None, sizes: tuple[int, ...] = DEVICE_SIZES,
+                     agents_per_team: int = 4) -> list[tuple[str, float, str]]:
+    """Team capture on torch tensors at each batch size, eager and compiled: agent-steps/s."""
+    import torch
+
+    from arena_envs import team_capture_v0
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rows = []
+    for b in sizes:
+        for compiled in (False, True):
+            env = team_capture_v0.vector_env(num_envs=b, agents_per_team=agents_per_team, device=device,
+                                             compile=compiled)
+            label = (f"Team capture {agents_per_team}v{agents_per_team} on {device} B={b}, "
+                     f"{'compiled' if compiled else 'eager'}")
+            rows.append((label, device_rate(env, seconds) * 2 * agents_per_team, "agent-steps/s"))
+            env.close()
+            print(f"{label}: {rows[-1][1]:,.0f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def peer_rows(seconds: float, sizes: tuple[int, ...] = (65536, 262144)) -> list[tuple[str, float, str]]:
+    """What a user would otherwise run on a GPU, in the same run, when installed (the ``peers``
+    extra): VMAS ``simple_tag`` (torch) and JaxMARL ``MPE_simple_tag_v3`` (jit, vmap, a scan of
+    100 steps, resets included), random actions. A peer that is missing gives no row."""
+    rows: list[tuple[str, float, str]] = []
+    for b in sizes:
+        for name, rate in (("VMAS simple_tag", _vmas_rate), ("JaxMARL MPE_simple_tag_v3", _jaxmarl_rate)):
+            try:
+                value = rate(b, seconds)
+            except ImportError as err:
+                print(f"{name}: not installed ({err})", file=sys.stderr, flush=True)
+                continue
+            rows.append((f"{name} on cuda B={b}", value, "agent-steps/s"))
+            print(f"{rows[-1][0]}: {value:,.0f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _vmas_rate(num_envs: int, seconds: float) -> float:
+    import torch
+    import vmas
+
+    env = vmas.make_env("simple_tag", num_envs=num_envs, device="cuda", continuous_actions=False, seed=0)
+    env.reset()
+    agents = len(env.agents)
+    pool = [[torch.randint(0, 5, (num_envs,), device="cuda") for _ in range(agents)] for _ in range(ACTION_POOL)]
+
+    def step(i: int) -> None:
+        env.step(pool[i % ACTION_POOL])
+        if i % 10 == 9:
+            torch.cuda.synchronize()
+
+    return _rate(step, num_envs * agents, seconds)
+
+
+def _jaxmarl_rate(num_envs: int, seconds: float, scan: int = 100) -> float:
+    import jax
+
+    simple_tag = _jaxmarl_simple_tag()
+    env = simple_tag.SimpleTagMPE()
+    keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
+    obs, state = jax.vmap(env.reset)(keys)
+    agents = env.agents
+
+    def one(carry, key):
+        state, key_step = carry
+        k_act, k_step, key_step = jax.random.split(key_step, 3)
+        acts = {a: jax.random.randint(jax.random.fold_in(k_act, i), (num_envs,), 0, 5) for i, a in enumerate(agents)}
+        _, state, _, _, _ = jax.vmap(env.step)(jax.random.split(k_step, num_envs), state, acts)
+        return (state, key_step), None
+
+    @jax.jit
+    def rollout(state, key):
+        (state, key), _ = jax.lax.scan(one, (state, key), None, length=scan)
+        return state, key
+
+    carry = [state, jax.random.PRNGKey(1)]
+
+    def step(i: int) -> None:
+        carry[0], carry[1] = rollout(carry[0], carry[1])
+        jax.block_until_ready(carry[0])
+
+    return _rate(step, num_envs * len(agents) * scan, seconds)
+
+
+def _jaxmarl_simple_tag():
+    """JaxMARL's MPE simple_tag without ``import jaxmarl``, whose registry imports every env
+    family and their dependencies (brax among them); the MPE modules need jax, flax and chex."""
+    import importlib
+    import importlib.util
+    import sys as _sys
+    import types
+
+    spec = importlib.util.find_spec("jaxmarl")
+    if spec is None:
+        raise ImportError("jaxmarl is not installed")
+    root = spec.submodule_search_locations[0]
+    for name, path in (("jaxmarl", root), ("jaxmarl.environments", root + "/environments")):
+        if name not in _sys.modules:
+            module = types.ModuleType(name)
+            module.__path__ = [path]
+            _sys.modules[name] = module
+    return importlib.import_module("jaxmarl.environments.mpe.simple_tag")
 
 TOOL_CALLS = [{"tool": "move_to", "params": {"target": [float(x), 0.0, float(-x)]}} for x in range(-10, 10)]
 TOOL_CALLS += [{"tool": "query_world", "params": {"radius": 15}}, '{"tool": "idle", "params": {}}']
@@ -523,6 +691,9 @@ SECTIONS: dict[str, Callable[[float], list[tuple[str, float, str]]]] = {
     "serve_stall": serve_stall_rows,
     "doors": door_rows,
     "mcp": mcp_rows,
+    "device": device_rows,
+    "team_device": team_device_rows,
+    "peers": peer_rows,
 }
 
 # (numerator row, denominator row) pairs reported as ratios when both were measured
@@ -603,8 +774,17 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     parser.add_argument("--against", metavar="REV",
                         help="also measure the sections on a git worktree of REV (a commit, HEAD~1...) in the same "
                              "run, in turns with this checkout, and give each row's ratio to REV's")
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="measure the rules on torch tensors on DEVICE (cuda, cpu): the device section at "
+                             f"B in {', '.join(map(str, DEVICE_SIZES))}, eager and compiled")
+    parser.add_argument("--sizes", type=int, nargs="+", metavar="B", help="the device section's batch sizes")
     args = parser.parse_args(argv)
-    sections = list(dict.fromkeys(section(name) for name in args.only or SECTIONS))  # each section once
+    on_device = ("device", "team_device", "peers")
+    if args.device or args.sizes:
+        for name, rows in (("device", device_rows), ("team_device", team_device_rows)):
+            SECTIONS[name] = functools.partial(rows, device=args.device, sizes=tuple(args.sizes or DEVICE_SIZES))
+    default = list(on_device) if args.device else [name for name in SECTIONS if name not in on_device]
+    sections = list(dict.fromkeys(section(name) for name in args.only or default))  # each section once
     if args.against:
         rows, ratios = against(args.against, sections, args.seconds)
         print(format_table(rows) + "\n\n" + "\n".join(ratios), flush=True)

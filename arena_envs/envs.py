@@ -27,6 +27,7 @@ from gymnasium.vector.utils import batch_space
 from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch, Rules, reset_mask, row, world_seeds
 from arena_envs.crafting import Crafting
+from arena_envs.dense import decode as decode_dense
 from arena_envs.foraging import Foraging
 from arena_envs.names import find, registered_id  # noqa: F401  (registered_id: its old home)
 from arena_envs.render import MAP_PIXELS, RENDER_FPS, RENDER_MODES, Renderer, Scene, render_frame, text_map, tile
@@ -134,10 +135,10 @@ class ArenaVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, scenario: str | Rules = "foraging",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, **kwargs: Any):
+                 render_mode: str | None = None, rng: str = "pcg64", **kwargs: Any):
         self.renderer = Renderer(render_mode, self.metadata, f"arena_envs: {num_envs} x {name_of(scenario)}")
         rules, self.scene, multi_agent = build(scenario, **kwargs)
-        self.batch = Batch(rules, num_envs, autoreset_mode)
+        self.batch = Batch(rules, num_envs, autoreset_mode, rng=rng)
         self.scenario, self.state = rules, self.batch.state
         self.num_envs = self.batch.size
         self.autoreset_mode = self.batch.autoreset_mode
@@ -220,6 +221,89 @@ class ArenaVectorEnv(VectorEnv):
         self.renderer.close()
 
 
+class ArenaDeviceVectorEnv(VectorEnv):
+    """The batch of a scenario as torch tensors on ``device`` (``"cpu"`` or ``"cuda"``): the same
+    rules as :class:`ArenaVectorEnv`, in their dense form (:mod:`arena_envs.dense`), with no
+    host sync in a step.
+
+    Observations, rewards (float32), terminations, truncations and infos are tensors on the
+    device; actions are a ``Dict`` of tensors on it (numpy arrays are copied there). The
+    spaces are the numpy env's Gymnasium spaces. Worlds come from the counter generator, so
+    ``reset(seed=s)`` lays out the worlds a numpy env built with ``rng="counter"`` does.
+    ``SAME_STEP`` puts the ended worlds' last observations and infos, batched, in
+    ``info["final_obs"]``/``info["final_info"]`` (rows where ``info["_final_obs"]``).
+    ``compile=True`` compiles the step with torch.compile.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, **RENDER_METADATA}
+
+    def __init__(self, num_envs: int = 1, scenario: str | Rules = "foraging", device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
+                 compile: bool = False, **kwargs: Any):
+        from arena_envs.device_batch import DeviceBatch
+
+        kwargs.pop("rng", None)  # the device batch has the counter generator only
+        rules, self.scene, multi_agent = build(scenario, **kwargs)
+        self.renderer = Renderer(render_mode, self.metadata, f"arena_envs: {num_envs} x {name_of(scenario)}")
+        self.batch = DeviceBatch(rules, num_envs, device, autoreset_mode, compile=compile)
+        self.scenario, self.device = rules, self.batch.device
+        self.num_envs, self.autoreset_mode = self.batch.size, self.batch.autoreset_mode
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.agents = list(rules.possible_agents) if multi_agent else None
+        self._shape = (self.num_envs, len(self.agents)) if multi_agent else (self.num_envs,)
+        one_agent = (rules.observation_space, rules.action_space)
+        self.single_observation_space, self.single_action_space = (
+            [batch_space(space, len(self.agents)) for space in one_agent] if multi_agent else one_agent)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+    @property
+    def state(self):
+        return self.batch.state
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed if isinstance(seed, int) else None)
+        given = (options or {}).get("reset_mask")
+        if given is not None and not isinstance(given, np.ndarray):  # a tensor: checked on the host once
+            given = np.asarray(given.detach().cpu() if hasattr(given, "detach") else given)
+        mask = reset_mask({"reset_mask": given} if given is not None else None, self.num_envs)
+        self.batch.reset(mask, world_seeds(seed, self.num_envs) if seed is not None else None)
+        return self.batch.observe(), self.batch.info(mask)
+
+    def step(self, actions: Any, active: Any = None):
+        """One tick of every world (or of those where ``active``, a (B,) bool tensor, is true)."""
+        if active is not None:
+            active = self.batch.mask(active)
+        obs, reward, terminated, truncated, info = self.batch.autostep(self.decode(actions), active)
+        if self.agents:  # every agent of a world ends with it
+            terminated, truncated = (end[:, None].expand(self._shape) for end in (terminated, truncated))
+        return obs, reward, terminated, truncated, info
+
+    def decode(self, actions: Any) -> ToolActions:
+        if isinstance(actions, ToolActions):
+            return actions
+        return decode_dense(actions, self._shape, self.scenario.action_space, self.scenario.params,
+                            self.batch.state.x)
+
+    def host_state(self):
+        """A numpy copy of the worlds (for rendering, the tool layer, or a look)."""
+        from arena_envs.device_batch import state_to_numpy
+
+        return state_to_numpy(self.batch.state)
+
+    def render(self) -> np.ndarray | str | None:
+        """As :meth:`ArenaVectorEnv.render`, from a host copy of the first few worlds."""
+        state = self.host_state()
+        shown = range(min(ArenaVectorEnv.render_worlds, self.num_envs))
+        return self.renderer.render(
+            lambda: tile([render_frame(self.scenario, state, b, self.scene, MAP_PIXELS) for b in shown]),
+            lambda: "\n\n".join(f"world {b}\n{text_map(self.scenario, state, b, self.scene)}" for b in shown))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.renderer.close()
+
+
 # -- registration: one factory for every scenario ---------------------------------------------
 
 def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:
@@ -228,9 +312,14 @@ def make_env(scenario: str = "foraging", **kwargs: Any) -> ArenaEnv:
 
 
 def make_vector_env(num_envs: int = 1, scenario: str = "foraging", num_workers: int = 1,
-                    **kwargs: Any) -> VectorEnv:
-    """``gym.make_vec``'s entry point: the native batch, sharded over ``num_workers`` processes when > 1."""
+                    device: Any = None, **kwargs: Any) -> VectorEnv:
+    """``gym.make_vec``'s entry point: the native batch, sharded over ``num_workers`` processes when > 1,
+    or with ``device`` (``"cpu"``, ``"cuda"``) the same rules on torch tensors there."""
     kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's; the rules have their own limit
+    if device is not None:
+        if num_workers != 1:
+            raise ValueError("device= runs every world on one device: leave num_workers at 1")
+        return ArenaDeviceVectorEnv(num_envs, scenario, device, **kwargs)
     if num_workers != 1:
         from arena_envs.sharded import ShardedVectorEnv
 

@@ -67,12 +67,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from arena_envs import dense
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
+from arena_envs.dense import f32
 from arena_envs.perception import entity_table, obstacle_table, relative, table_bounds
 from arena_envs.tick import advance, apply_tools
 from arena_envs.world import (
@@ -91,6 +94,7 @@ from arena_envs.world import (
     reset_agents,
     split_columns,
 )
+from arena_envs.xp import namespace, uniforms
 
 LAYOUTS = ("random", "classic")
 
@@ -332,6 +336,127 @@ class Foraging:
             "damage_taken": damage.copy(),
             "health": s.health[:, 0].copy(),
         }
+
+
+    # -- the same rules on any array library (arena_envs.dense: every world, no host sync) --
+
+    def dense_reset(self, s: WorldState, mask: Any, keys: Any) -> None:
+        """Lay out fresh worlds where ``mask`` (B,) is true, the random layout drawing from the
+        counter generator's ``keys`` (B,): the worlds :meth:`reset` makes from
+        :class:`~arena_envs.xp.CounterGenerator` s of the same keys."""
+        xp = namespace(s.x)
+        if self.params.layout == "classic":
+            def rows(table, k):
+                columns = [dense.constant(xp, s.x, [r[c] for r in table], xp.float32) for c in range(k)]
+                return [xp.broadcast_to(column[None], (len(keys), len(table))) for column in columns]
+            rx, rz, rk = rows(CLASSIC_RESOURCES, 3)
+            hx, hz, hk = rows(CLASSIC_HAZARDS, 3)
+            ox, oz, orad, okind = rows(CLASSIC_OBSTACLES, 4)
+            alive = xp.ones(rx.shape, dtype=xp.bool, device=s.x.device)
+            spawn_x = xp.full(keys.shape, CLASSIC_SPAWN[0], dtype=xp.float32, device=s.x.device)
+            spawn_z = xp.full(keys.shape, CLASSIC_SPAWN[1], dtype=xp.float32, device=s.x.device)
+        else:
+            spawn_x, spawn_z, (rx, rz, rk, alive), (hx, hz, hk), (ox, oz, orad, okind) = self._dense_random(xp, keys)
+        i8 = xp.int8
+        res_total = xp.sum(xp.astype(alive, xp.int32), axis=1, dtype=xp.int32)
+        new = dict(ent_x=xp.concat((rx, hx), axis=1), ent_z=xp.concat((rz, hz), axis=1),
+                   ent_kind=xp.astype(xp.concat((rk, hk), axis=1), i8),
+                   ent_alive=xp.concat((alive, hx < float(FAR)), axis=1), res_total=res_total,
+                   obst_x=ox, obst_z=oz, obst_r=orad, obst_kind=xp.astype(okind, i8))
+        for name, value in new.items():
+            setattr(s, name, dense.where_worlds(mask, xp.astype(value, getattr(s, name).dtype), getattr(s, name)))
+        dense.reset_agents(self.params, s, mask, spawn_x[:, None], spawn_z[:, None])
+
+    def _dense_random(self, xp: Any, keys: Any):
+        """:meth:`_random` for every world at once, operation for operation."""
+        p = self.params
+        R, H, O = self.sizes
+        C = CANDIDATES
+        n = keys.shape[0]
+        counts = (2, O * C * 4, H * C * 3, R * C * 3)
+        u = uniforms(xp, keys, sum(counts))
+        ends = np.cumsum(counts)
+        w = f32(p.half_size)
+        spawn = (u[:, :2] * 2 - 1) * (w - 5)
+        spawn_x, spawn_z = spawn[:, 0], spawn[:, 1]
+        shifted = (u * 2 - 1) * (w - 2)
+
+        def block(a, i, shape):
+            return xp.reshape(a[:, int(ends[i - 1]):int(ends[i])], shape)
+
+        far = dense.f32(FAR)
+        o, o_xz = block(u, 1, (n, O, C, 4)), block(shifted, 1, (n, O, C, 4))
+        o_x, o_z = o_xz[..., 0], o_xz[..., 1]
+        o_r = f32(0.6) + o[..., 2] * f32(1.2)
+        o_kind = xp.minimum(o[..., 3] * len(OBSTACLE_KINDS), float(len(OBSTACLE_KINDS) - 1))
+        ok = xp.hypot(o_x - spawn_x[:, None, None], o_z - spawn_z[:, None, None]) > o_r + 3.0
+        chosen, placed = dense.first_valid(xp.stack([o_x, o_z, o_r, o_kind], axis=-1), ok)
+        absent = dense.constant(xp, u, [far, far, 0.0], xp.float32)
+        kept = xp.where(placed[..., None], chosen[..., :3], absent)
+        ox, oz, orad = kept[..., 0], kept[..., 1], kept[..., 2]
+        okind = chosen[..., 3]
+
+        hz_r = f32(p.hazard_radius)
+        h, h_xz = block(u, 2, (n, H, C, 3)), block(shifted, 2, (n, H, C, 3))
+        h_kind = xp.minimum(h[..., 2] * len(HAZARD_TYPES), float(len(HAZARD_TYPES) - 1))
+        column = xp.ones((n, 1), dtype=xp.float32, device=u.device)
+        ok = dense.clear_of(h_xz[..., 0], h_xz[..., 1], xp.concat((ox, spawn_x[:, None]), axis=1),
+                            xp.concat((oz, spawn_z[:, None]), axis=1),
+                            xp.concat(((orad + hz_r) + 0.5, column * f32(hz_r + 3.0)), axis=1))
+        chosen, placed = dense.first_valid(xp.stack([h_xz[..., 0], h_xz[..., 1], h_kind], axis=-1), ok)
+        hx = xp.where(placed, chosen[..., 0], far)
+        hz = xp.where(placed, chosen[..., 1], far)
+        hkind = chosen[..., 2]
+
+        types = len(p.resource_types)
+        r, r_xz = block(u, 3, (n, R, C, 3)), block(shifted, 3, (n, R, C, 3))
+        r_kind = xp.minimum(r[..., 2] * types, float(types - 1))
+        ok = dense.clear_of(r_xz[..., 0], r_xz[..., 1], xp.concat((ox, hx), axis=1), xp.concat((oz, hz), axis=1),
+                            xp.concat((orad + 1.0, xp.ones_like(hx) * f32(hz_r + 1.0)), axis=1))
+        chosen, alive = dense.first_valid(xp.stack([r_xz[..., 0], r_xz[..., 1], r_kind], axis=-1), ok)
+        rx = xp.where(alive, chosen[..., 0], far)
+        rz = xp.where(alive, chosen[..., 1], far)
+        return spawn_x, spawn_z, (rx, rz, chosen[..., 2], alive), (hx, hz, hkind), (ox, oz, orad, okind)
+
+    def dense_step(self, s: WorldState, actions: ToolActions):
+        """:meth:`step` of every world: rewards, terminated, truncated."""
+        xp, p = namespace(s.x), self.params
+        events = dense.apply_tools(p, self.slots, s, actions)
+        dense.advance(p, self.slots, s, events)
+        f64 = xp.float64  # numpy's promotion of int32 by float32: the reward is made in float64
+        reward = (xp.astype(events.collected[:, 0], f64) * f32(p.reward_per_resource)
+                  - xp.astype(events.damage[:, 0] * f32(p.damage_penalty), f64))
+        terminated = ~(xp.any(s.ent_alive[:, self.slots.res], axis=1) & s.alive[:, 0])
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return xp.astype(reward, xp.float32), terminated, truncated
+
+    def dense_observe(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`observe` of every world, as new arrays of the state's library."""
+        xp, p, slots = namespace(s.x), self.params, self.slots
+        f = xp.float32
+        agent = xp.concat([s.x, s.z, s.health, s.energy, xp.astype(s.moving, f), s.target_x, s.target_z], axis=1)
+        obstacles = dense.relative(s, s.obst_x, s.obst_z)
+        table = dense.entity_table(p, slots, s, max(len(p.resource_types), len(HAZARD_TYPES)), obstacles)[:, 0, ...]
+        return {
+            "agent": agent,
+            "resources": table[:, slots.res, :5 + len(p.resource_types)],
+            "hazards": table[:, slots.haz, :5 + len(HAZARD_TYPES)],
+            "obstacles": dense.obstacle_table(p, s, obstacles)[:, 0, ...],
+            "inventory": xp.astype(s.inventory[:, 0, ...], f),
+            "last_action": xp.astype(xp.concat([s.last_tool, s.last_code], axis=1), xp.int64),
+            "time_left": xp.astype(p.max_ticks - s.tick[:, None], f),
+        }
+
+    def dense_info(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`info` of every world, as arrays of the state's library."""
+        xp = namespace(s.x)
+        collected, damage = s.collected[:, 0], s.damage_taken[:, 0]
+        remaining = xp.sum(xp.astype(s.ent_alive[:, self.slots.res], xp.int32), axis=1, dtype=xp.int32)
+        share = xp.astype(collected, xp.float64) / xp.astype(xp.clip(s.res_total, 1, None), xp.float64) * 100.0
+        score = xp.clip(share - xp.clip(xp.astype(damage, xp.float64), None, 100.0), 0.0, None)
+        return {"success": remaining == 0, "score": xp.astype(score, xp.float32),
+                "resources_collected": collected, "resources_remaining": remaining,
+                "damage_taken": damage, "health": s.health[:, 0]}
 
 
 def score(collected: np.ndarray, total: np.ndarray, damage: np.ndarray) -> np.ndarray:

@@ -113,8 +113,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from arena_envs import dense
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
+from arena_envs.dense import f32
 from arena_envs.perception import line_of_sight, relative
 from arena_envs.team_capture_params import BLUE, CANDIDATES, NEUTRAL, RED, TeamCaptureParams, agent_names
 from arena_envs.team_capture_params import TEAMS as TEAMS  # a public name of the scenario
@@ -133,6 +135,7 @@ from arena_envs.world import (
     first_valid,
     reset_agents,
 )
+from arena_envs.xp import bits63, namespace, uniforms
 
 
 class TeamCapture:
@@ -460,23 +463,263 @@ class TeamCapture:
         return np.concatenate([agents, points, s.extra["score"], clock], 1).astype(F32)
 
 
-def uniform_hash(key: np.ndarray, episode: np.ndarray, tick: np.ndarray, sender: np.ndarray,
-                 receiver: np.ndarray) -> np.ndarray:
-    """A uniform [0, 1) number for every (world key, episode, tick, sender, receiver), broadcast.
+    # -- the same rules on any array library (arena_envs.dense: every world, no host sync) --
+
+    def _constant(self, like: Any, values: Any, dtype: Any) -> Any:
+        return dense.constant(namespace(like), like, values, dtype)
+
+    def dense_reset(self, s: WorldState, mask: Any, keys: Any) -> None:
+        """Fresh episodes where ``mask`` (B,) is true, drawn from the counter generator's ``keys``
+        (B,): the worlds :meth:`reset` makes from :class:`~arena_envs.xp.CounterGenerator` s."""
+        xp, p, N = namespace(s.x), self.params, self.agents_per_team
+        pairs = p.num_obstacles // 2
+        u = uniforms(xp, keys, 2 * N + pairs * CANDIDATES * 4)
+        spread = f32(p.spawn_spread)
+        blue_x = -f32(p.spawn_distance) + (u[:, :N] * 2 - 1) * spread
+        blue_z = (u[:, N:2 * N] * 2 - 1) * spread
+        dense.reset_agents(p, s, mask, xp.concat([blue_x, -blue_x], axis=1), xp.concat([blue_z, -blue_z], axis=1))
+        if pairs:
+            obstacles = self._dense_obstacles(xp, xp.reshape(u[:, 2 * N:], (u.shape[0], pairs, CANDIDATES, 4)))
+            for name, value in zip(("obst_x", "obst_z", "obst_r", "obst_kind"), obstacles, strict=True):
+                old = getattr(s, name)
+                setattr(s, name, dense.where_worlds(mask, xp.astype(value, old.dtype), old))
+        fresh = dict(point_owner=NEUTRAL, point_capturer=NEUTRAL, point_progress=0, score=0.0,
+                     inbox_token=-1, inbox_age=0, inbox_direct=False)
+        for name, value in fresh.items():
+            old = s.extra[name]
+            s.extra[name] = dense.where_worlds(mask, xp.full_like(old, value), old)
+        s.extra["message_key"] = xp.where(mask, bits63(xp, keys), s.extra["message_key"])
+
+    def _dense_obstacles(self, xp: Any, u: Any):
+        """:meth:`_obstacles` for every world at once, operation for operation."""
+        p = self.params
+        w = f32(p.half_size)
+        x, z = (u[..., 0] * 2 - 1) * (w - 2), (u[..., 1] * 2 - 1) * (w - 2)
+        r = f32(0.8) + u[..., 2] * f32(1.2)
+        kind = xp.minimum(u[..., 3] * len(OBSTACLE_KINDS), float(len(OBSTACLE_KINDS) - 1))
+        px, pz = self._constant(u, self.point_x, xp.float32), self._constant(u, self.point_z, xp.float32)
+        to_points = xp.min(xp.hypot(x[..., None] - px, z[..., None] - pz), axis=-1)
+        to_spawn = xp.minimum(xp.hypot(x + p.spawn_distance, z), xp.hypot(x - p.spawn_distance, z))
+        spawn_reach = p.spawn_spread * np.sqrt(2) + p.agent_radius + 1.0
+        ok = ((to_points > r + p.capture_radius + 1.0) & (to_spawn > r + spawn_reach)
+              & (xp.hypot(x, z) > r + p.agent_radius))
+        chosen, placed = dense.first_valid(xp.stack([x, z, r, kind], axis=-1), ok)
+        far = float(FAR)
+        ox, oz = xp.where(placed, chosen[..., 0], far), xp.where(placed, chosen[..., 1], far)
+        mirror_x, mirror_z = xp.where(placed, -ox, far), xp.where(placed, -oz, far)
+        orad = xp.where(placed, chosen[..., 2], 0.0)
+        okind = chosen[..., 3]
+        return (xp.concat([ox, mirror_x], axis=1), xp.concat([oz, mirror_z], axis=1),
+                xp.concat([orad, orad], axis=1), xp.concat([okind, okind], axis=1))
+
+    def dense_step(self, s: WorldState, actions: ToolActions):
+        """:meth:`step` of every world: rewards (B, A), terminated and truncated (B,)."""
+        xp, p = namespace(s.x), self.params
+        before = s.extra["score"]
+        events = dense.apply_tools(p, self.slots, s, actions)
+        dense.advance(p, self.slots, s, events)
+        self._dense_capture(s)
+        self._dense_messages(s, actions)
+        score = s.extra["score"]
+        margin = (score[:, BLUE] - score[:, RED]) - (before[:, BLUE] - before[:, RED])
+        reward = margin[:, None] * self._constant(s.x, self.sign, xp.float32)
+        terminated = xp.maximum(score[:, BLUE], score[:, RED]) >= p.win_score
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return reward, terminated, truncated
+
+    def _dense_capture(self, s: WorldState) -> None:
+        xp, p, N = namespace(s.x), self.params, self.agents_per_team
+        owner, capturer = s.extra["point_owner"], s.extra["point_capturer"]
+        progress = s.extra["point_progress"]
+        d2 = self._dense_point_offsets(s)[2]  # (B, A, P)
+        inside = (d2 <= f32(p.capture_radius**2)) & s.alive[:, :, None]
+        blue = xp.sum(xp.astype(inside[:, :N], xp.int32), axis=1)  # (B, P)
+        red = xp.sum(xp.astype(inside[:, N:], xp.int32), axis=1)
+
+        def team(value):
+            return xp.full_like(owner, value)
+
+        dominant = xp.where(blue > red, team(BLUE), xp.where(red > blue, team(RED), team(NEUTRAL)))
+        contest = (dominant != NEUTRAL) & (dominant != owner)
+        progress = xp.where(contest, xp.where(capturer == dominant, progress + 1, xp.ones_like(progress)),
+                            xp.zeros_like(progress))
+        capturer = xp.where(contest, dominant, team(NEUTRAL))
+        flip = progress >= p.capture_ticks
+        owner = xp.where(flip, dominant, owner)
+        capturer = xp.where(flip, team(NEUTRAL), capturer)
+        progress = xp.where(flip, xp.zeros_like(progress), progress)
+        second = (s.tick % p.ticks_per_second == 0)[:, None]
+
+        def per_team(where, of):
+            return xp.stack([xp.sum(xp.astype(where & (of == BLUE), xp.float32), axis=1),
+                             xp.sum(xp.astype(where & (of == RED), xp.float32), axis=1)], axis=1)
+
+        s.extra["score"] = (s.extra["score"] + f32(p.capture_score) * per_team(flip, dominant)
+                            + f32(p.hold_score) * per_team(second, owner))
+        s.extra["point_owner"], s.extra["point_capturer"], s.extra["point_progress"] = owner, capturer, progress
+
+    def _dense_point_offsets(self, s: WorldState) -> tuple[Any, Any, Any]:
+        """Offsets from every agent to every point and squared distances: (B, A, P) each."""
+        xp = namespace(s.x)
+        dx = self._constant(s.x, self.point_x, xp.float32) - s.x[:, :, None]
+        dz = self._constant(s.x, self.point_z, xp.float32) - s.z[:, :, None]
+        return dx, dz, dx * dx + dz * dz
+
+    def _dense_messages(self, s: WorldState, actions: ToolActions) -> None:
+        """:meth:`_deliver_messages` for every (sender, teammate) pair at once."""
+        xp, p, N, A = namespace(s.x), self.params, self.agents_per_team, self.num_agents
+        B = s.x.shape[0]
+        s.extra["inbox_age"] = s.extra["inbox_age"] + 1
+        sent = (s.last_tool == SEND_MESSAGE) & (s.last_code == OK) & s.acted  # (B, A)
+        receivers = (np.arange(A) - np.arange(A) % N)[:, None] + np.arange(N)  # (A, N): the sender's team
+        to = self._constant(s.x, receivers.ravel(), xp.int64)
+
+        def teammates(a):  # (B, A) -> (B, A, N): each sender's teammates' values
+            return xp.reshape(xp.take(a, to, axis=1), (B, A, N))
+
+        target = actions.message_target[:, :, None]
+        numbers = self._constant(s.x, np.arange(1, N + 1), xp.int64)
+        addressed = ((target == 0) | (target == numbers)) & self._constant(s.x, receivers != np.arange(A)[:, None],
+                                                                            xp.bool)
+        dx, dz = teammates(s.x) - s.x[:, :, None], teammates(s.z) - s.z[:, :, None]
+        delivered = (sent[:, :, None] & addressed & (dx * dx + dz * dz <= f32(p.message_range**2))
+                     & teammates(s.alive))
+        if p.message_drop_prob > 0:
+            draw = uniform_hash(s.extra["message_key"][:, None, None], s.episode[:, None, None],
+                                s.tick[:, None, None], self._constant(s.x, np.arange(A)[None, :, None], xp.int64),
+                                self._constant(s.x, receivers[None], xp.int64))
+            delivered = delivered & (draw >= p.message_drop_prob)
+        # the inbox slot (receiver r, sender number j) hears from sender (r's team) * N + j, if delivered to r
+        senders = (np.arange(A) - np.arange(A) % N)[:, None] + np.arange(N)  # (A, N)
+        flat = self._constant(s.x, (senders * N + (np.arange(A) % N)[:, None]).ravel(), xp.int64)
+        heard = xp.reshape(xp.take(xp.reshape(delivered, (B, A * N)), flat, axis=1), (B, A, N))
+        from_slot = self._constant(s.x, senders.ravel(), xp.int64)
+
+        def of_sender(a):  # (B, A) -> (B, A, N): the value of the sender of each inbox slot
+            return xp.reshape(xp.take(a, from_slot, axis=1), (B, A, N))
+
+        inbox = s.extra
+        inbox["inbox_token"] = xp.where(heard, xp.astype(of_sender(actions.message_token), xp.int32),
+                                        inbox["inbox_token"])
+        inbox["inbox_age"] = xp.where(heard, xp.zeros_like(inbox["inbox_age"]), inbox["inbox_age"])
+        inbox["inbox_direct"] = xp.where(heard, of_sender(actions.message_target != 0), inbox["inbox_direct"])
+
+    def dense_observe(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`observe` of every world, as new arrays of the state's library: (B, A, ...)."""
+        xp, p, N, A = namespace(s.x), self.params, self.agents_per_team, self.num_agents
+        B, f = s.x.shape[0], xp.float32
+        team = self._constant(s.x, self.team, xp.int8)  # (A,)
+        agent = xp.stack([s.x, s.z, s.energy, xp.astype(s.moving, f), s.target_x, s.target_z,
+                          xp.broadcast_to(xp.astype(team, f)[None], s.x.shape)], axis=-1)
+        dx, dz, d2 = self._dense_point_offsets(s)
+        owner, capturer = s.extra["point_owner"][:, None, :], s.extra["point_capturer"][:, None, :]
+        ours, theirs = team[None, :, None], 1 - team[None, :, None]
+        # numpy makes the progress fraction in float64 (int32 by a float32 scalar)
+        fraction = xp.astype(s.extra["point_progress"], xp.float64)[:, None, :] * f32(1.0 / p.capture_ticks)
+        points = xp.stack([dx, dz, xp.sqrt(d2), xp.astype(owner == ours, f), xp.astype(owner == theirs, f),
+                           xp.astype(fraction * xp.astype(capturer == ours, xp.float64), f),
+                           xp.astype(fraction * xp.astype(capturer == theirs, xp.float64), f)], axis=-1)
+        token = s.extra["inbox_token"]
+        received = xp.astype(token >= 0, f)
+        numbers = self._constant(s.x, np.arange(1, N + 1), f)
+        messages = xp.stack([received * numbers, xp.astype(xp.clip(token, 0, None), f),
+                             xp.astype(s.extra["inbox_age"], f) * received,
+                             xp.astype(s.extra["inbox_direct"], f)], axis=-1)
+        allies, enemies = self._dense_agents_seen(s)
+        if p.num_obstacles:
+            present = xp.astype(s.obst_r[:, None, :] > 0, f)
+            obstacles = xp.stack([xp.broadcast_to(present, (B, A, p.num_obstacles)),
+                                  (s.obst_x[:, None, :] - s.x[:, :, None]) * present,
+                                  (s.obst_z[:, None, :] - s.z[:, :, None]) * present,
+                                  xp.broadcast_to(s.obst_r[:, None, :], (B, A, p.num_obstacles))], axis=-1)
+        else:
+            obstacles = xp.zeros((B, A, 0, 4), dtype=f, device=s.x.device)
+        order = self._constant(s.x, self.score_order.ravel(), xp.int64)
+        return {
+            "agent": agent,
+            "allies": allies,
+            "enemies": enemies,
+            "points": points,
+            "messages": messages,
+            "obstacles": obstacles,
+            "score": xp.reshape(xp.take(s.extra["score"], order, axis=1), (B, A, 2)),
+            "last_action": xp.astype(xp.stack([s.last_tool, s.last_code], axis=-1), xp.int64),
+            "time_left": xp.broadcast_to(xp.astype(p.max_ticks - s.tick, f)[:, None, None], (B, A, 1)),
+        }
+
+    def _dense_agents_seen(self, s: WorldState) -> tuple[Any, Any]:
+        """The ally and enemy tables (B, A, N, 4) of :meth:`_agents_seen`."""
+        xp, p, N, A = namespace(s.x), self.params, self.agents_per_team, self.num_agents
+        B = s.x.shape[0]
+        hidden = None
+        if p.num_obstacles:
+            dx, dz, d2 = dense.relative(s, s.x, s.z)
+            ones = xp.ones(d2.shape, dtype=xp.bool, device=s.x.device)
+            hidden = ~dense.line_of_sight(s, dense.relative(s, s.obst_x, s.obst_z), dx, dz, d2, ones)  # (B, A, A)
+        observer = self._constant(s.x, self.observer, xp.int64)
+        tables = []
+        for seen_index, radius in ((self.ally, p.ally_radius), (self.enemy, p.enemy_radius)):
+            seen = self._constant(s.x, seen_index, xp.int64)
+            dx = xp.take(s.x, seen, axis=1) - xp.take(s.x, observer, axis=1)
+            dz = xp.take(s.z, seen, axis=1) - xp.take(s.z, observer, axis=1)
+            d2 = dx * dx + dz * dz
+            visible = ((d2 <= f32(radius * radius)) & xp.take(s.alive, observer, axis=1)
+                       & xp.take(s.alive, seen, axis=1))
+            if seen_index is self.ally:
+                visible = visible & self._constant(s.x, self.not_self, xp.bool)
+            if hidden is not None:
+                pair = self._constant(s.x, self.observer * A + seen_index, xp.int64)
+                visible = visible & ~xp.take(xp.reshape(hidden, (B, A * A)), pair, axis=1)
+            shown = xp.astype(visible, xp.float32)
+            table = xp.stack([shown, dx * shown, dz * shown, xp.sqrt(d2) * shown], axis=-1)
+            tables.append(xp.reshape(table, (B, A, N, 4)))
+        return tables[0], tables[1]
+
+    def dense_info(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`info` of every world, as arrays of the state's library."""
+        xp = namespace(s.x)
+        owner, score = s.extra["point_owner"], s.extra["score"]
+        return {"success": score[:, BLUE] > score[:, RED], "score": score[:, BLUE],
+                "blue_score": score[:, BLUE], "red_score": score[:, RED],
+                "blue_points": xp.sum(xp.astype(owner == BLUE, xp.int32), axis=1, dtype=xp.int32),
+                "red_points": xp.sum(xp.astype(owner == RED, xp.int32), axis=1, dtype=xp.int32)}
+
+
+def uniform_hash(key: Any, episode: Any, tick: Any, sender: Any, receiver: Any) -> Any:
+    """A uniform [0, 1) number for every (world key, episode, tick, sender, receiver), broadcast:
+    (k,) keys, episodes, ticks and senders as rows (k, 1) against receivers (k, N), or arrays of
+    any shapes that broadcast (the dense rules' (B, 1, 1) against (1, A, N)).
 
     Counter-based (SplitMix64 finaliser over a packed counter): the same inputs always give
-    the same number, whatever else is in the batch.
+    the same number, whatever else is in the batch. The 64-bit arithmetic runs in int64, whose
+    products wrap as unsigned ones do, with logical shifts made by masking: the same bits on
+    every array library (torch has no unsigned 64-bit multiply).
     """
-    u64 = np.uint64
-    counter = ((np.asarray(episode, u64) << u64(40)) ^ (np.asarray(tick, u64) << u64(10)))[:, None]
-    counter = counter ^ (np.asarray(sender, u64) << u64(5))[:, None] ^ np.asarray(receiver, u64)
-    z = np.asarray(key, u64)[:, None] + (counter + u64(1)) * u64(0x9E3779B97F4A7C15)
-    z ^= z >> u64(30)
-    z *= u64(0xBF58476D1CE4E5B9)
-    z ^= z >> u64(27)
-    z *= u64(0x94D049BB133111EB)
-    z ^= z >> u64(31)
-    return (z >> u64(11)).astype(np.float64) * (1.0 / 2**53)
+    xp = namespace(key)
+    if isinstance(key, np.ndarray) and key.dtype == np.uint64:
+        key = key.view(np.int64)
+
+    def shifted(z, k):  # z >> k for the unsigned value z holds
+        return (z >> k) & ((1 << (64 - k)) - 1)
+
+    def i64(a):
+        return xp.astype(xp.asarray(a), xp.int64) if not isinstance(a, int) else a
+
+    episode, tick, sender, receiver = (i64(a) for a in (episode, tick, sender, receiver))
+    if getattr(sender, "ndim", 0) == 1:  # (k,) rows against (k, N) receivers
+        key, episode, tick, sender = key[:, None], episode[:, None], tick[:, None], sender[:, None]
+    counter = (episode << 40) ^ (tick << 10) ^ (sender << 5) ^ receiver
+    z = key + (counter + 1) * _SPLITMIX[0]
+    z = z ^ shifted(z, 30)
+    z = z * _SPLITMIX[1]
+    z = z ^ shifted(z, 27)
+    z = z * _SPLITMIX[2]
+    z = z ^ shifted(z, 31)
+    return xp.astype(shifted(z, 11), xp.float64) * (1.0 / 2**53)
+
+
+_SPLITMIX = tuple(c - (1 << 64) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+"""SplitMix64's constants as the int64 values of the same bits."""
 
 
 def decision_view(team_obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

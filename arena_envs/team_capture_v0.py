@@ -36,7 +36,7 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from arena_envs.actions import decode_actions
 from arena_envs.batch import Batch
-from arena_envs.envs import RENDER_METADATA, ArenaVectorEnv
+from arena_envs.envs import RENDER_METADATA, ArenaDeviceVectorEnv, ArenaVectorEnv
 from arena_envs.render import Renderer
 from arena_envs.scenes import TeamCaptureScene
 from arena_envs.sharded import ShardedVectorEnv
@@ -178,9 +178,9 @@ class TeamCaptureVectorEnv(ArenaVectorEnv):
 
     def __init__(self, num_envs: int = 1, agents_per_team: int | None = None, max_cycles: int | None = None,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, render_mode: str | None = None,
-                 params: TeamCaptureParams | None = None, **kwargs: Any):
+                 params: TeamCaptureParams | None = None, rng: str = "pcg64", **kwargs: Any):
         scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
-        super().__init__(num_envs, scenario, autoreset_mode=autoreset_mode, render_mode=render_mode)
+        super().__init__(num_envs, scenario, autoreset_mode=autoreset_mode, render_mode=render_mode, rng=rng)
         self.scene = TeamCaptureScene(scenario)
         self.state_space = batch_space(scenario.state_space, self.num_envs)
 
@@ -204,9 +204,23 @@ def env(**kwargs: Any) -> AECEnv:
     return OrderEnforcingWrapper(raw_env(**kwargs))
 
 
-def vector_env(num_envs: int = 1, num_workers: int = 1, **kwargs: Any) -> VectorEnv:
+def vector_env(num_envs: int = 1, num_workers: int = 1, device: Any = None, **kwargs: Any) -> VectorEnv:
     """``num_envs`` worlds as one batched multi-agent env: arrays (B, agents, ...), sharded over
-    ``num_workers`` processes when more than one (:class:`~arena_envs.sharded.ShardedVectorEnv`)."""
+    ``num_workers`` processes when more than one (:class:`~arena_envs.sharded.ShardedVectorEnv`),
+    or with ``device`` (``"cpu"``, ``"cuda"``) as torch tensors there
+    (:class:`~arena_envs.envs.ArenaDeviceVectorEnv`)."""
+    if device is not None:
+        if num_workers != 1:
+            raise ValueError("device= runs every world on one device: leave num_workers at 1")
+        agents_per_team, max_cycles = kwargs.pop("agents_per_team", None), kwargs.pop("max_cycles", None)
+        params, compile_ = kwargs.pop("params", None), kwargs.pop("compile", False)
+        autoreset_mode = kwargs.pop("autoreset_mode", AutoresetMode.NEXT_STEP)
+        render_mode = kwargs.pop("render_mode", None)
+        kwargs.pop("rng", None)  # the device batch has the counter generator only
+        scenario = make_scenario(params, agents_per_team, max_cycles, **kwargs)
+        env = ArenaDeviceVectorEnv(num_envs, scenario, device, autoreset_mode, render_mode, compile=compile_)
+        env.scene = TeamCaptureScene(scenario)
+        return env
     if num_workers != 1:
         return ShardedVectorEnv(num_envs, num_workers, make_native=functools.partial(TeamCaptureVectorEnv, **kwargs))
     return TeamCaptureVectorEnv(num_envs, **kwargs)
