@@ -641,7 +641,8 @@ def proc_masks() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     shown empty: of :data:`PROC_FAKED`, :data:`PROC_EMPTIED` and :data:`PROC_EMPTIED_DIRECTORIES`,
     those this kernel has (a fresh procfs has the host's entries; bwrap cannot bind on a missing one)."""
     def present(names: tuple[str, ...], directory: bool) -> tuple[str, ...]:
-        return tuple(n for n in names if (os.path.isdir if directory else os.path.isfile)(f"/proc/{n}"))
+        # (a file a container runtime masked here, with /dev/null, is the kernel's in the jail's procfs)
+        return tuple(n for n in names if os.path.exists(f"/proc/{n}") and os.path.isdir(f"/proc/{n}") == directory)
 
     return (present(PROC_FAKED, False), present(PROC_EMPTIED, False),
             present(PROC_EMPTIED_DIRECTORIES, True))
