@@ -84,7 +84,7 @@ def test_policy_teams_play_without_torch(tmp_path):
     assert document["matrix"]["pretrained+scripted"]["random"] == [2, 0, 0]
 
 
-@pytest.mark.parametrize("seat, module", [("run", "stable-baselines3"), ("run/league/snapshot_0.pt", "torch")])
+@pytest.mark.parametrize("seat, module", [("run", "torch"), ("run/league/snapshot_0.pt", "torch")])
 def test_a_trained_seat_without_torch_names_the_extra(tmp_path, seat, module):
     run = tmp_path / "run"
     (run / "league").mkdir(parents=True)

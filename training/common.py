@@ -195,8 +195,19 @@ def run_directory(model_path: str | Path) -> Path:
 
 
 def run_config(model_path: str | Path) -> dict[str, Any]:
-    """The ``config.yaml`` saved by ``arena-train`` with a model (see :func:`run_directory`)."""
-    return yaml.safe_load((run_directory(model_path) / "config.yaml").read_text())
+    """The ``config.yaml`` saved by ``arena-train`` with a model (see :func:`run_directory`); one
+    that is not a mapping of the sections a run has is a one-line :class:`UsageError`."""
+    path = run_directory(model_path) / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"{path} is not a run's config: {' '.join(str(error).split())[:200]}") from None
+    sections = ("encoding", "env_kwargs", "policy_kwargs", "league")
+    if not isinstance(config, dict) or not isinstance(config.get("env_id"), str) or \
+            not all(isinstance(config.get(key) or {}, dict) for key in sections):
+        raise UsageError(f"{path} is not a run's config: a mapping with env_id, and {', '.join(sections)} "
+                         f"as mappings where given")
+    return config
 
 
 def set_torch_threads(config: dict[str, Any]) -> int:
@@ -272,7 +283,8 @@ class ScriptedAgent:
 
 
 class ModelAgent:
-    """A trained SB3 model acting through the flat encoding it was trained with.
+    """A trained model acting through the flat encoding it was trained with: anything with SB3's
+    ``predict`` (an SB3 PPO, the lean PPO's agent, the actor :meth:`load` rebuilds).
 
     With ``action_repeat`` k > 1 (a league's learner, see ``training/league.py``) it decides on
     every k-th tick of an episode, or with ``decide_on_events`` on team capture's events (and
@@ -290,18 +302,31 @@ class ModelAgent:
 
     @classmethod
     def load(cls, path: str | Path, envs: gym.vector.VectorEnv, deterministic: bool = True,
-             seed: int = 0) -> ModelAgent:
-        from stable_baselines3 import PPO
+             seed: int = 0, trust_pickle: bool = False) -> ModelAgent:
+        """The model zip ``path`` (or a run directory's ``model.zip``) of an ``arena-train`` run, on
+        ``envs``: its actor rebuilt from the run's ``config.yaml`` and weights, with no code of the
+        file run. ``trust_pickle``: a model those cannot rebuild may be read by SB3's ``PPO.load``,
+        which runs any code the file holds (see ``training/weights.py``)."""
+        from arena_envs.training.weights import ActorWeights, Sb3Actor, load_policy
 
+        path = Path(path)
+        path = path / "model.zip" if path.is_dir() else path
         config = run_config(path)
-        encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
-        model = PPO.load(path, device="cpu")
-        wanted = (model.observation_space.shape, tuple(getattr(model.action_space, "nvec", ())))
-        given = (encoding.observation_space.shape, tuple(encoding.action_space.nvec))
-        if wanted != given:
-            raise UsageError(f"{path} does not fit this env: it takes observations of shape {wanted[0]} and actions "
-                             f"{list(wanted[1])}, the env under its run's encoding gives {given[0]} and "
-                             f"{list(given[1])}; evaluate it on {config['env_id']} with its run's env_kwargs")
+        encoding = run_encoding(envs, config)
+        policy = load_policy(path, config, trust_pickle)
+        nvec, shape = [int(n) for n in encoding.action_space.nvec], encoding.observation_space.shape  # None: dict_obs
+        if isinstance(policy, ActorWeights):
+            model = Sb3Actor(policy, nvec)
+            takes = f"observations of shape ({policy.obs_size},) and {policy.logits} action logits"
+            fits = (policy.obs_size,) == shape and policy.logits == sum(nvec)
+        else:  # SB3's own model, read because the user trusts the file
+            model, its_nvec = policy, [int(n) for n in getattr(policy.action_space, "nvec", ())]
+            takes = f"observations of shape {policy.observation_space.shape} and actions {its_nvec}"
+            fits = policy.observation_space.shape == shape and its_nvec == nvec
+        if not fits:
+            raise UsageError(f"{path} does not fit this env: it takes {takes}, the env under its run's encoding "
+                             f"gives {shape} and actions {nvec} ({sum(nvec)} logits); evaluate it on "
+                             f"{config['env_id']} with its run's env_kwargs")
         return cls(model, encoding, deterministic, **holding(config), seed=seed)
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -316,6 +341,15 @@ class ModelAgent:
                 torch.manual_seed(int(self.rng.integers(2**63)))
                 flat, _ = self.model.predict(self.encoding.observe(rows), deterministic=False)
         return self.held(obs, split_agents(self.encoding.decode(flat, rows), agents))
+
+
+def run_encoding(envs: gym.vector.VectorEnv, config: dict[str, Any]) -> FlatEncoding:
+    """The flat encoding a run's ``config`` names, on ``envs``; a bad one is a one-line :class:`UsageError`."""
+    try:
+        return FlatEncoding.for_env(envs, **config.get("encoding", {}))
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"the run's encoding {config.get('encoding')} does not encode {config['env_id']}: "
+                         f"{error}") from None
 
 
 def holding(config: dict[str, Any]) -> dict[str, Any]:
@@ -341,14 +375,14 @@ SCRIPTED: dict[str, Callable[[Any], Any]] = {"foraging": _scripted("ScriptedFora
                                              "team_capture": _scripted("ScriptedCaptureTeam")}
 
 
-def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | None = None
-                  ) -> Callable[[Any], Any]:
+def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | None = None,
+                  trust_pickle: bool = False) -> Callable[[Any], Any]:
     """A function of the envs making the agent ``name``: ``random``, ``scripted``, a shipped policy
     (``pretrained``: this scenario's, ``pretrained:<scenario>``, or an exported ``.npz``; see
     :mod:`arena_envs.pretrained`) or a model's path. ``deterministic``: the most likely action
     or a sample; None is each agent's own default (a model's most likely action, a pretrained
-    policy's sample, as it was trained and scored). A name that names nothing fails here, before
-    any env is made."""
+    policy's sample, as it was trained and scored). ``trust_pickle``: see :meth:`ModelAgent.load`.
+    A name that names nothing fails here, before any env is made."""
     if name == "random":
         return lambda envs: RandomAgent(envs, seed)
     if name == "scripted":
@@ -356,7 +390,7 @@ def agent_factory(name: str, env_id: str, seed: int = 0, deterministic: bool | N
     if pretrained.is_pretrained(name):
         policy = pretrained.load(name, env_id)
         return lambda envs: policy.agent(envs, bool(deterministic), seed)
-    return lambda envs: ModelAgent.load(name, envs, deterministic is not False, seed)
+    return lambda envs: ModelAgent.load(name, envs, deterministic is not False, seed, trust_pickle)
 
 
 # -- episodes --------------------------------------------------------------------------

@@ -18,6 +18,10 @@ run directory, else ``runs/eval``) with:
 
 ``--record DIR`` writes every episode played (every row) to ``DIR/episodes.jsonl`` for
 ``arena-view DIR``: the states to redraw each tick, actions, results, rewards and info.
+
+A model is rebuilt from its run's ``config.yaml`` and weights, and none of its file's pickled
+objects is run; ``--trust-pickle`` lets Stable-Baselines3's ``PPO.load`` read a model those do
+not rebuild, running any code the file holds (``training/weights.py``).
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ def read_progress(run: Path, column: str) -> tuple[list[dict[str, str]], list[in
         resumed = re.fullmatch(r"progress-from-(\d+)\.csv", file.name)
         with file.open() as fh:
             segments.append((int(resumed.group(1)) if resumed else 0, [r for r in csv.DictReader(fh) if r.get(column)]))
+    if not segments:  # a run without its logs (a model sent on its own, with its config)
+        return [], []
     segments.sort(key=lambda segment: segment[0])
     starts = [start for start, _ in segments]
     rows = []
@@ -222,6 +228,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="scenario argument on top of the run's (or the scenario config's), e.g. layout=classic "
                              "or max_ticks=100 (JSON value or bare string); repeatable")
     parser.add_argument("--record", metavar="DIR", help="write every episode to DIR/episodes.jsonl for arena-view")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="let Stable-Baselines3's PPO.load read a model its config and weights do not rebuild: "
+                             "that unpickles the file, running any code it holds (only for files you trust)")
     return parser.parse_args(argv)
 
 
@@ -266,7 +275,7 @@ def evaluate(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     mode = False if args.stochastic else True if args.deterministic else None  # None: each agent's default
 
     def factory(spec):
-        return agent_factory(spec, env_id, args.seed, mode) if spec else None
+        return agent_factory(spec, env_id, args.seed, mode, args.trust_pickle) if spec else None
 
     results = {name: play(factory(spec), env_id, args.episodes, args.seed, env_kwargs, factory(rival),
                           record=args.record, label=name)

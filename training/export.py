@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import re
 import sys
-import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,26 +31,20 @@ from arena_envs.pretrained import PretrainedPolicy, path_of
 from arena_envs.training.common import holding, run_config, run_directory
 
 MAX_BYTES = 1_000_000
-ACTOR = "mlp_extractor.policy_net"
 
 
-def sb3_actor(model: Path) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
-    """The actor's layers and head, as (in, out) numpy weights, from an SB3 model zip."""
-    import torch
+def sb3_actor(model: Path, activation: str = "tanh"
+              ) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+    """The actor's layers and head, as (in, out) numpy weights, from an SB3 model zip: its weights
+    alone, nothing of the zip unpickled (``training/weights.py``)."""
+    from arena_envs.training.weights import actor_weights
 
-    try:
-        with zipfile.ZipFile(model) as archive:
-            state = torch.load(io.BytesIO(archive.read("policy.pth")), map_location="cpu", weights_only=True)
-    except (zipfile.BadZipFile, KeyError) as error:
-        raise UsageError(f"{model} is not a Stable-Baselines3 model zip: {error}") from None
-    indices = sorted({int(key.split(".")[2]) for key in state if key.startswith(ACTOR + ".")})
+    weights = actor_weights(model, activation)
 
-    def pair(prefix: str) -> tuple[np.ndarray, np.ndarray]:
-        return state[f"{prefix}.weight"].numpy().T.copy(), state[f"{prefix}.bias"].numpy().copy()
+    def pair(weight, bias) -> tuple[np.ndarray, np.ndarray]:
+        return weight.numpy().T.copy(), bias.numpy().copy()
 
-    if "action_net.weight" not in state:
-        raise UsageError(f"{model} has no action_net: not an MlpPolicy over a MultiDiscrete action")
-    return [pair(f"{ACTOR}.{i}") for i in indices], pair("action_net")
+    return [pair(*layer) for layer in weights.layers], pair(*weights.head)
 
 
 def export(spec: str | Path, out: str | Path | None = None, max_bytes: int = MAX_BYTES) -> Path:
@@ -67,7 +59,7 @@ def export(spec: str | Path, out: str | Path | None = None, max_bytes: int = MAX
     policy_kwargs = config.get("policy_kwargs") or {}
     if config.get("encoding", {}).get("dict_obs") or config.get("policy", "MlpPolicy") != "MlpPolicy":
         raise UsageError(f"{spec} is not an MLP over the flat observation: only those can be exported")
-    layers, head = sb3_actor(model)
+    layers, head = sb3_actor(model, policy_kwargs.get("activation", "tanh"))
     folder = run_directory(model)
     speed = folder / "speed.json"
     metadata: dict[str, Any] = {

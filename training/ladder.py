@@ -13,7 +13,9 @@ else (``training.common.agent_factory``, :mod:`arena_envs.pretrained`):
 - ``random``, ``scripted``;
 - ``pretrained``, ``pretrained:team_capture``, an exported ``.npz`` (numpy, no torch);
 - a run directory of ``arena-train`` (its final ``model.zip``), a model ``.zip``, or a league
-  snapshot ``<run>/league/snapshot_<steps>.pt`` (these three need torch: the 'train' extra);
+  snapshot ``<run>/league/snapshot_<steps>.pt`` (these three need torch: the 'train' extra; their
+  weights are read, never their pickled objects: ``--trust-pickle`` lets SB3's ``PPO.load`` read a
+  model the weights do not rebuild, see ``training/weights.py``);
 - ``llm:<model>@<base-url>``: a model behind an OpenAI-compatible endpoint, played through the
   chat path of ``arena-agent`` (:class:`~arena_envs.llm.team.TeamChat`; needs the 'llm' extra).
 
@@ -43,6 +45,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,9 +62,16 @@ from arena_envs.cli import UsageError, checked_env_arguments, env_argument
 from arena_envs.llm.formats import FORMATS
 from arena_envs.sharded import make_native_env as make_native
 from arena_envs.team_capture_params import agent_names
-from arena_envs.training.common import ModelAgent, agent_factory, holding, load_config, play, run_config
+from arena_envs.training.common import (
+    ModelAgent,
+    agent_factory,
+    holding,
+    load_config,
+    play,
+    run_config,
+    run_encoding,
+)
 from arena_envs.training.render_results import ladder_plot, ladder_tables
-from arena_envs.wrappers.flatten import FlatEncoding
 
 SCENARIO = "team_capture"
 HELD_OUT = 10_000  # the first seed: training worlds never reach it
@@ -94,9 +104,10 @@ class Entrant:
 
     name: str
     seats: tuple[str, ...]
+    trust_pickle: bool = False  # its model files may be unpickled (--trust-pickle)
 
     @classmethod
-    def parse(cls, text: str, agents_per_team: int) -> Entrant:
+    def parse(cls, text: str, agents_per_team: int, trust_pickle: bool = False) -> Entrant:
         label, named, spec = text.partition("=")
         if not named or not label or any(c in label for c in ":/@"):  # no LABEL= before the team
             label, spec = text, text
@@ -107,16 +118,17 @@ class Entrant:
             raise UsageError(f"{spec!r} names {len(seats)} seats; a team has {agents_per_team} (one name for all, "
                              f"or one per seat joined by '+')")
         for seat in seats:
-            check_seat(seat)
-        return cls(label, seats)
+            check_seat(seat, trust_pickle)
+        return cls(label, seats, trust_pickle)
 
     @property
     def chats(self) -> bool:
         return any(seat.startswith(LLM) for seat in self.seats)
 
 
-def check_seat(seat: str) -> None:
-    """A seat's name names something playable, or a one-line :class:`UsageError` says what does."""
+def check_seat(seat: str, trust_pickle: bool = False) -> None:
+    """A seat's name names something playable, or a one-line :class:`UsageError` says what does;
+    a model is read here, so that one that cannot be is refused before any game."""
     if seat in ("random", "scripted"):
         return
     if seat.startswith(LLM):
@@ -126,37 +138,50 @@ def check_seat(seat: str) -> None:
     elif not Path(seat).exists():
         raise UsageError(f"seat {seat!r} is none of random, scripted, pretrained[:team_capture], an .npz, a run "
                          f"directory, a model .zip, a league snapshot .pt, llm:<model>@<base-url>")
+    elif not seat.endswith(".pt"):
+        from arena_envs.training.weights import load_policy
+
+        model = model_file(seat)
+        load_policy(model, run_config(model), trust_pickle)
 
 
-def seat_factory(seat: str, seed: int) -> Callable[[Any], Any]:
-    """``agent_factory``'s agent for a policy seat (a run directory: its final model; a ``.pt``: a
-    league snapshot), actions sampled as the policies are trained and scored (``docs/results.md``)."""
-    if seat.endswith(".pt"):
-        return lambda envs: snapshot_agent(seat, envs, deterministic=False)
+def model_file(seat: str) -> Path:
+    """The model zip a seat names: a run directory's final ``model.zip``, or the zip itself."""
     path = Path(seat)
     if path.is_dir():
         path = path / "model.zip"
         if not path.exists():
             raise UsageError(f"{seat} is a directory without model.zip: name a run directory of arena-train")
-        seat = str(path)
-    return agent_factory(seat, SCENARIO, seed, deterministic=False)
+    return path
+
+
+def seat_factory(seat: str, seed: int, trust_pickle: bool = False) -> Callable[[Any], Any]:
+    """``agent_factory``'s agent for a policy seat (a run directory: its final model; a ``.pt``: a
+    league snapshot), actions sampled as the policies are trained and scored (``docs/results.md``)."""
+    if seat.endswith(".pt"):
+        return lambda envs: snapshot_agent(seat, envs, deterministic=False)
+    return agent_factory(str(model_file(seat)), SCENARIO, seed, deterministic=False, trust_pickle=trust_pickle)
 
 
 def snapshot_agent(path: str | Path, envs: Any, deterministic: bool = False) -> ModelAgent:
     """A league's frozen snapshot (``<run>/league/snapshot_<steps>.pt``: the lean PPO's ``Agent``
     state_dict, see training/league.py), rebuilt with its run's encoding and network."""
-    import torch
-
     from arena_envs.training.ppo import Agent
+    from arena_envs.training.weights import torch_weights
 
     config = run_config(path)
-    encoding = FlatEncoding.for_env(envs, **config.get("encoding", {}))
-    kwargs = config.get("policy_kwargs") or {}
-    net = Agent(int(np.prod(encoding.observation_space.shape)), list(encoding.action_space.nvec),
-                kwargs.get("net_arch", [64, 64]), kwargs.get("activation", "tanh"))
+    encoding = run_encoding(envs, config)
+    state = torch_weights(path)
+    # the hidden sizes are the weights' (read within a size cap), not the config's: a config
+    # naming huge layers must not allocate them
+    hidden = [value.shape[0] for key, value in state.items()
+              if re.fullmatch(r"policy_net\.\d+\.weight", key) and getattr(value, "ndim", 0) == 2]
+    activation = (config.get("policy_kwargs") or {}).get("activation", "tanh")
     try:
-        net.load_state_dict(torch.load(path, weights_only=True))
-    except (RuntimeError, OSError, KeyError) as error:
+        net = Agent(int(np.prod(encoding.observation_space.shape)), list(encoding.action_space.nvec), hidden,
+                    activation)
+        net.load_state_dict(state)
+    except (RuntimeError, KeyError, IndexError, TypeError, AttributeError) as error:  # another net's state dict
         raise UsageError(f"{path} is not a league snapshot of its run's network: {str(error)[:200]}") from None
     return ModelAgent(net, encoding, deterministic, **holding(config))
 
@@ -175,7 +200,8 @@ class TeamAgent:
     actions are taken."""
 
     def __init__(self, entrant: Entrant, envs: Any, seed: int):
-        self.agents = [(seat_factory(seat, seed)(envs), seats) for seat, seats in parts(entrant).items()]
+        self.agents = [(seat_factory(seat, seed, entrant.trust_pickle)(envs), seats)
+                       for seat, seats in parts(entrant).items()]
 
     def act(self, obs: dict[str, np.ndarray]) -> dict[str, Any]:
         (first, _), *others = self.agents
@@ -272,7 +298,7 @@ class ChatGames:
                 if seat.startswith(LLM):
                     chat.update({members[i]: self.clients[seat] for i in seats})
                 else:
-                    agent = seat_factory(seat, agent_seed)(envs)
+                    agent = seat_factory(seat, agent_seed, entrant.trust_pickle)(envs)
                     controllers.append(team_controller(team, agent.act, [members[i] for i in seats]))
         envs.close()
         options = {"max_turns": s.turns, "wait_ticks": s.wait_ticks, "call_format": s.call_format,
@@ -419,6 +445,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--llm-max-tokens", type=int, default=64, help="tokens per reply (default 64)")
     parser.add_argument("--llm-temperature", type=float, default=None)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model request (default 300)")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="let Stable-Baselines3's PPO.load read a model its config and weights do not rebuild: "
+                             "that unpickles the file, running any code it holds (only for files you trust)")
     return parser.parse_args(argv)
 
 
@@ -434,7 +463,7 @@ def ladder(argv: list[str] | None = None) -> dict[str, Any]:
     team_size = make_native(SCENARIO, 1, **env_kwargs)
     agents_per_team = team_size.unwrapped.scenario.agents_per_team
     team_size.close()
-    entrants = [Entrant.parse(name, agents_per_team) for name in args.entrants]
+    entrants = [Entrant.parse(name, agents_per_team, args.trust_pickle) for name in args.entrants]
     names = [e.name for e in entrants]
     if len(set(names)) != len(names) or len(names) < 2:
         raise UsageError(f"a ladder needs at least two teams of different names, got {' '.join(names)}")

@@ -27,7 +27,11 @@ likely action forever), reproducibly from ``seed``.
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,13 @@ FOLDER = Path(__file__).parent
 PREFIX = "pretrained"
 FORMAT = 1  # of the file: bumped when its layout changes
 ACTIVATIONS = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}
+# what a file may hold once read, all its arrays together: a shipped policy takes under 2 MB, and
+# a small file can declare gigabytes (deflated zeros), so the headers are checked before any inflating
+MAX_ARRAY_BYTES = 64 * 2**20
+MAX_ARRAYS = 256
+NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+ENCODING_KEYS = [name for name, p in inspect.signature(FlatEncoding.__init__).parameters.items()
+                 if p.kind is p.KEYWORD_ONLY]
 
 
 @dataclass
@@ -118,20 +129,100 @@ class PretrainedPolicy:
 
     @classmethod
     def read(cls, path: str | Path) -> PretrainedPolicy:
-        """A policy from a file :meth:`save` wrote; anything else is a :class:`UsageError`."""
+        """A policy from a file :meth:`save` wrote; anything else is a one-line :class:`UsageError`."""
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
+            arrays = read_arrays(path)
             metadata = json.loads(str(arrays.pop("metadata")))
-            layers = [(arrays[f"policy.{i}.weight"], arrays[f"policy.{i}.bias"])
-                      for i in range(sum(key.endswith(".weight") for key in arrays) - 1)]
-            head = (arrays["action.weight"], arrays["action.bias"])
-        except (OSError, ValueError, KeyError) as error:
+            if not isinstance(metadata, dict):
+                raise ValueError(f"its metadata is a JSON {type(metadata).__name__}, not an object")
+            if metadata.get("format") != FORMAT:
+                raise UsageError(f"{path} is a pretrained policy of format {metadata.get('format')}, this version "
+                                 f"reads format {FORMAT}: export it again (python -m arena_envs.training.export RUN)")
+            policy = cls(*_layers(arrays), _nvec(metadata), metadata)
+            _check(policy)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as error:
             raise UsageError(f"{path} is not a pretrained policy (an .npz the exporter wrote): {error}") from None
-        if metadata.get("format") != FORMAT:
-            raise UsageError(f"{path} is a pretrained policy of format {metadata.get('format')}, this version "
-                             f"reads format {FORMAT}: export it again (python -m arena_envs.training.export RUN)")
-        return cls(layers, head, list(metadata["nvec"]), metadata)
+        return policy
+
+
+def read_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz``, none inflated before every header is read: their sizes together are
+    refused over :data:`MAX_ARRAY_BYTES`, and Python objects (pickles) are refused."""
+    with zipfile.ZipFile(path) as archive:
+        entries = archive.infolist()
+        if len(entries) > MAX_ARRAYS:
+            raise ValueError(f"it holds {len(entries)} entries, more than {MAX_ARRAYS}")
+        total = 0
+        for entry in entries:
+            if not entry.filename.endswith(".npy"):
+                raise ValueError(f"{entry.filename} is not an array (.npy)")
+            with archive.open(entry) as stream:
+                version = np.lib.format.read_magic(stream)
+                if version not in NPY_HEADERS:
+                    raise ValueError(f"{entry.filename} is an .npy of version {version}, not 1.0 or 2.0")
+                shape, _, dtype = NPY_HEADERS[version](stream)
+            if dtype.hasobject:
+                raise ValueError(f"{entry.filename} holds Python objects")
+            total += math.prod(shape) * dtype.itemsize
+            if total > MAX_ARRAY_BYTES:
+                raise ValueError(f"its arrays declare more than {MAX_ARRAY_BYTES:,} bytes ({entry.filename} "
+                                 f"{list(shape)} of {dtype})")
+        arrays = {}
+        for entry in entries:
+            with archive.open(entry) as stream:
+                arrays[entry.filename.removesuffix(".npy")] = np.lib.format.read_array(stream, allow_pickle=False)
+    return arrays
+
+
+def _layers(arrays: dict[str, np.ndarray]) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+    """The layers ``policy.<i>.weight``/``bias`` (i = 0, 1 ...) and the head; any other array is refused."""
+    count = 0
+    while f"policy.{count}.weight" in arrays:
+        count += 1
+    names = [f"policy.{i}.{part}" for i in range(count) for part in ("weight", "bias")] + ["action.weight",
+                                                                                           "action.bias"]
+    if set(arrays) != set(names):
+        raise ValueError(f"it holds the arrays {sorted(arrays)}, not {names}")
+    layers = [(arrays[f"policy.{i}.weight"], arrays[f"policy.{i}.bias"]) for i in range(count)]
+    return layers, (arrays["action.weight"], arrays["action.bias"])
+
+
+def _nvec(metadata: dict[str, Any]) -> list[int]:
+    nvec = metadata.get("nvec")
+    if not isinstance(nvec, list) or not nvec or not all(type(n) is int and n >= 1 for n in nvec):
+        raise ValueError(f"its metadata's nvec is {nvec!r}, not a list of action sizes")
+    return nvec
+
+
+def _check(policy: PretrainedPolicy) -> None:
+    """What playing ``policy`` relies on, checked before it plays: its metadata's entries, and
+    layers whose shapes chain from the observation to the ``nvec`` logits."""
+    meta = policy.metadata
+    if meta.get("scenario") not in SCENARIOS:
+        raise ValueError(f"its metadata names the scenario {meta.get('scenario')!r}, none of {list(SCENARIOS)}")
+    if meta.get("activation", "tanh") not in ACTIVATIONS:
+        raise ValueError(f"its activation {meta.get('activation')!r} is none of {list(ACTIVATIONS)}")
+    for key in ("encoding", "env_kwargs"):
+        if not isinstance(meta.get(key, {}), dict):
+            raise ValueError(f"its metadata's {key} is not an object")
+    unknown = set(policy.encoding) - set(ENCODING_KEYS)
+    if unknown:
+        raise ValueError(f"its encoding names {sorted(unknown)}, none of the encoding's keys {ENCODING_KEYS}")
+    if policy.encoding.get("dict_obs"):
+        raise ValueError("its encoding asks for dict observations: a policy file plays the flat one")
+    if type(meta.get("action_repeat", 1)) is not int or meta.get("action_repeat", 1) < 1 or \
+            not isinstance(meta.get("decide_on_events", False), bool):
+        raise ValueError("its action_repeat is not a positive integer or decide_on_events not true or false")
+    size = None
+    for name, (weight, bias) in zip([*(f"policy.{i}" for i in range(len(policy.layers))), "action"],
+                                    [*policy.layers, policy.head], strict=True):
+        if weight.ndim != 2 or bias.shape != weight.shape[1:] or (size is not None and weight.shape[0] != size) or \
+                not (np.issubdtype(weight.dtype, np.floating) and np.issubdtype(bias.dtype, np.floating)):
+            raise ValueError(f"{name} is weights {list(weight.shape)} of {weight.dtype} and biases {list(bias.shape)} "
+                             f"of {bias.dtype}, after a layer of {size}: not float layers that chain")
+        size = weight.shape[1]
+    if size != sum(policy.nvec):
+        raise ValueError(f"its head gives {size} logits, its nvec {policy.nvec} {sum(policy.nvec)}")
 
 
 class PretrainedAgent:
@@ -141,7 +232,11 @@ class PretrainedAgent:
     def __init__(self, policy: PretrainedPolicy, observation_space: Any, action_space: Any, params: Any,
                  deterministic: bool = False, seed: int = 0):
         self.policy = policy
-        self.encoding = FlatEncoding(observation_space, action_space, params, **policy.encoding)
+        try:
+            self.encoding = FlatEncoding(observation_space, action_space, params, **policy.encoding)
+        except (TypeError, ValueError) as error:
+            raise UsageError(f"the pretrained {policy.scenario} policy's encoding {policy.encoding} does not "
+                             f"encode this env: {error}") from None
         given = (int(np.prod(self.encoding.observation_space.shape)), [int(n) for n in self.encoding.action_space.nvec])
         if given != (policy.obs_size, list(policy.nvec)):
             raise UsageError(f"the pretrained {policy.scenario} policy does not fit this env: it takes observations "

@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--play", nargs=2, metavar=("AGENT", "SCENARIO"),
                         help="record an agent's episodes first (arena-eval's names: pretrained, scripted, a run ...)")
     parser.add_argument("--episodes", type=int, default=2, help="--play: episodes per agent (default 2)")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="--play: let Stable-Baselines3's PPO.load read a model (arena-eval --trust-pickle): "
+                             "that runs any code the file holds")
     parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)")
     parser.add_argument("--export", metavar="DIR", help="write a static site to DIR instead of serving")
     args = parser.parse_args(argv)
@@ -105,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
         folder = tempfile.mkdtemp(prefix="arena-view-")
         agent, scenario = args.play
-        status = arena_eval([agent, scenario, "--episodes", str(args.episodes), "--out", folder, "--record", folder])
+        status = arena_eval([agent, scenario, "--episodes", str(args.episodes), "--out", folder, "--record", folder,
+                             *(["--trust-pickle"] if args.trust_pickle else [])])
         if status:
             return status
         args.paths = [folder, *args.paths]
