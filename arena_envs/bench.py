@@ -141,29 +141,32 @@ def reference_rows(seconds: float) -> list[tuple[str, float, str]]:
 # -- on a device (torch, DESIGN §19) ------------------------------------------------------
 
 DEVICE_SIZES = (8192, 65536, 262144, 1048576)
+MODES = ("eager", "compiled")  # a device step as torch runs it op by op, and through torch.compile
 
 
 def device_actions(env: Any, count: int, seed: int = 0) -> list[dict[str, Any]]:
-    """``count`` batches of random valid actions drawn on the env's device, ahead of time."""
+    """``count`` batches of random valid actions drawn on the env's device, ahead of time:
+    arrays (B,) or, with agents, (B, A)."""
     import torch
 
     gen = torch.Generator(device=env.device).manual_seed(seed)
-    space, n, dev = env.single_action_space, env.num_envs, env.device
+    space, shape, dev = env.scenario.action_space, env._shape, env.device
     w = float(env.scenario.params.half_size)
 
-    def ints(high: int, *shape: int) -> Any:
-        return torch.randint(0, int(high), (n, *shape), generator=gen, device=dev)
+    def ints(high: int) -> Any:
+        return torch.randint(0, int(high), shape, generator=gen, device=dev)
 
     def uniform(low: float, high: float) -> Any:
-        return low + (high - low) * torch.rand(n, generator=gen, device=dev)
+        return low + (high - low) * torch.rand(shape, generator=gen, device=dev)
+
+    def pair(nvec: Any) -> Any:
+        return torch.stack([ints(nvec[0]), ints(nvec[1])], dim=-1)
 
     return [{"tool": ints(7),
-             "move_to": torch.stack([uniform(-w, w), uniform(-w, w), uniform(0.5, 2.0)], dim=1),
-             "collect": ints(space["collect"].n),
-             "craft": torch.stack([ints(space["craft"].nvec[0]), ints(space["craft"].nvec[1])], dim=1),
-             "query_world": {"radius": uniform(1.0, 50.0)[:, None], "filter": ints(5)},
-             "send_message": torch.stack([ints(space["send_message"].nvec[0]),
-                                          ints(space["send_message"].nvec[1])], dim=1)}
+             "move_to": torch.stack([uniform(-w, w), uniform(-w, w), uniform(0.5, 2.0)], dim=-1),
+             "collect": ints(space["collect"].n), "craft": pair(space["craft"].nvec),
+             "query_world": {"radius": uniform(1.0, 50.0)[..., None], "filter": ints(5)},
+             "send_message": pair(space["send_message"].nvec)}
             for _ in range(count)]
 
 
@@ -183,15 +186,15 @@ def device_rate(env: Any, seconds: float) -> float:
     return _rate(step, env.num_envs, seconds)
 
 
-def device_rows(seconds: float, device: str | None = None,
-                sizes: tuple[int, ...] = DEVICE_SIZES) -> list[tuple[str, float, str]]:
+def device_rows(seconds: float, device: str | None = None, sizes: tuple[int, ...] = DEVICE_SIZES,
+                modes: tuple[str, ...] = MODES) -> list[tuple[str, float, str]]:
     """Foraging on torch tensors at each batch size, eager and compiled (torch.compile)."""
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     rows = []
     for b in sizes:
-        for compiled in (False, True):
+        for compiled in (mode == "compiled" for mode in modes):
             env = gym.make_vec("arena_envs/Foraging-v0", num_envs=b, device=device, compile=compiled)
             label = f"Foraging on {device} B={b}, {'compiled' if compiled else 'eager'}"
             rows.append((label, device_rate(env, seconds), "env-steps/s"))
@@ -201,7 +204,7 @@ def device_rows(seconds: float, device: str | None = None,
 
 
 def team_device_rows(seconds: float, device: str | None = None, sizes: tuple[int, ...] = DEVICE_SIZES,
-                     agents_per_team: int = 4) -> list[tuple[str, float, str]]:
+                     modes: tuple[str, ...] = MODES, agents_per_team: int = 4) -> list[tuple[str, float, str]]:
     """Team capture on torch tensors at each batch size, eager and compiled: agent-steps/s."""
     import torch
 
@@ -210,7 +213,7 @@ def team_device_rows(seconds: float, device: str | None = None, sizes: tuple[int
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     rows = []
     for b in sizes:
-        for compiled in (False, True):
+        for compiled in (mode == "compiled" for mode in modes):
             env = team_capture_v0.vector_env(num_envs=b, agents_per_team=agents_per_team, device=device,
                                              compile=compiled)
             label = (f"Team capture {agents_per_team}v{agents_per_team} on {device} B={b}, "
@@ -293,6 +296,8 @@ def _jaxmarl_simple_tag():
     import sys as _sys
     import types
 
+    if "jaxmarl" in _sys.modules:  # ours from an earlier call, or a real import
+        return importlib.import_module("jaxmarl.environments.mpe.simple_tag")
     spec = importlib.util.find_spec("jaxmarl")
     if spec is None:
         raise ImportError("jaxmarl is not installed")
@@ -777,12 +782,14 @@ def run(argv: list[str] | None = None) -> list[tuple[str, float, str]]:
     parser.add_argument("--device", metavar="DEVICE",
                         help="measure the rules on torch tensors on DEVICE (cuda, cpu): the device section at "
                              f"B in {', '.join(map(str, DEVICE_SIZES))}, eager and compiled")
-    parser.add_argument("--sizes", type=int, nargs="+", metavar="B", help="the device section's batch sizes")
+    parser.add_argument("--sizes", type=int, nargs="+", metavar="B", help="the device sections' batch sizes")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                        help="the device sections' steps: eager, compiled (torch.compile; minutes to compile on a CPU)")
     args = parser.parse_args(argv)
     on_device = ("device", "team_device", "peers")
-    if args.device or args.sizes:
-        for name, rows in (("device", device_rows), ("team_device", team_device_rows)):
-            SECTIONS[name] = functools.partial(rows, device=args.device, sizes=tuple(args.sizes or DEVICE_SIZES))
+    for name, rows in (("device", device_rows), ("team_device", team_device_rows)):
+        SECTIONS[name] = functools.partial(rows, device=args.device, sizes=tuple(args.sizes or DEVICE_SIZES),
+                                           modes=tuple(args.modes))
     default = list(on_device) if args.device else [name for name in SECTIONS if name not in on_device]
     sections = list(dict.fromkeys(section(name) for name in args.only or default))  # each section once
     if args.against:

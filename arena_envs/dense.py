@@ -16,6 +16,7 @@ that torch on the CPU gives the same floats; ``hypot`` stays ``hypot`` for the s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,8 +51,13 @@ from arena_envs.xp import namespace
 
 
 def f32(value: float) -> float:
-    """``value`` rounded to float32, as a Python float: a constant that every backend reads alike."""
-    return float(np.float32(value))
+    """``value`` rounded to float32 (to nearest, ties to even), as a Python float: a constant that
+    every backend reads alike. Plain Python arithmetic, which torch.compile folds (numpy's
+    float32 would break its graph); exact for normal numbers, which every rule's constant is."""
+    if value == 0 or value != value or value in (float("inf"), float("-inf")):
+        return float(value)
+    mantissa, exponent = math.frexp(value)
+    return math.ldexp(round(mantissa * (1 << 24)) / (1 << 24), exponent)
 
 
 def constant(xp: Any, like: Any, values: Any, dtype: Any) -> Any:
@@ -424,7 +430,7 @@ def _slide_around_obstacles(params, s, nx, nz, vx, vz, step, bound):
     # push the slid position out of the circles it overlaps, keep it in the world
     ox64, oz64, rr64 = xp.astype(ox, f64), xp.astype(oz, f64), xp.astype(rr, f64)
     qx, qz = slide_x[..., None] - ox64, slide_z[..., None] - oz64
-    qd = xp.maximum(xp.hypot(qx, qz), xp.full_like(qx, float(np.float32(1e-6))))
+    qd = xp.maximum(xp.hypot(qx, qz), xp.full_like(qx, f32(1e-6)))
     push = xp.maximum(rr64 - qd, xp.zeros_like(qd)) / qd
     slide_x = xp.clip(slide_x + xp.sum(qx * push, axis=-1), -bound, bound)
     slide_z = xp.clip(slide_z + xp.sum(qz * push, axis=-1), -bound, bound)

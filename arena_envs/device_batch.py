@@ -74,7 +74,7 @@ class DeviceBatch:
         self.seed = torch.as_tensor(entropy.view(np.int64).copy(), device=self.device)
         self.count = torch.zeros(self.size, dtype=torch.int64, device=self.device)
         self.needs_reset = torch.zeros(self.size, dtype=torch.bool, device=self.device)
-        self._step = torch.compile(self._autostep, dynamic=False) if compile else self._autostep
+        self._step = torch.compile(self._autostep, dynamic=True) if compile else self._autostep
 
     def mask(self, mask: Any = None) -> Any:
         """``mask`` (B,) as a bool tensor on the device (all worlds when None)."""

@@ -128,6 +128,8 @@ class ArenaVectorEnv(VectorEnv):
     ``info["final_obs"]`` / ``info["final_info"]``. ``reset(options={"reset_mask": m})``
     resets only the worlds where ``m`` is true. In a multi-agent scenario every array has
     an agent axis after the batch axis (agents in the order of :attr:`agents`); info is per world.
+    ``rng="counter"`` lays out worlds from the counter generator every backend shares (the
+    worlds of ``device=``), instead of numpy's PCG64.
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, **RENDER_METADATA}

@@ -65,6 +65,7 @@ Terminates when every resource is collected or health reaches 0; truncates after
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,7 @@ CLASSIC_OBSTACLES = (  # (x, z, radius, kind): 5 trees, 3 rocks, 4 bushes
 CLASSIC_SPAWN = (0.0, 10.0)
 
 CANDIDATES = 16  # placement tries per entity in the random layout
+FAR_FLOAT = float(FAR)  # a Python float: what the dense rules compare with
 
 
 @dataclass(frozen=True)
@@ -361,7 +363,7 @@ class Foraging:
         res_total = xp.sum(xp.astype(alive, xp.int32), axis=1, dtype=xp.int32)
         new = dict(ent_x=xp.concat((rx, hx), axis=1), ent_z=xp.concat((rz, hz), axis=1),
                    ent_kind=xp.astype(xp.concat((rk, hk), axis=1), i8),
-                   ent_alive=xp.concat((alive, hx < float(FAR)), axis=1), res_total=res_total,
+                   ent_alive=xp.concat((alive, hx < FAR_FLOAT), axis=1), res_total=res_total,
                    obst_x=ox, obst_z=oz, obst_r=orad, obst_kind=xp.astype(okind, i8))
         for name, value in new.items():
             setattr(s, name, dense.where_worlds(mask, xp.astype(value, getattr(s, name).dtype), getattr(s, name)))
@@ -375,16 +377,16 @@ class Foraging:
         n = keys.shape[0]
         counts = (2, O * C * 4, H * C * 3, R * C * 3)
         u = uniforms(xp, keys, sum(counts))
-        ends = np.cumsum(counts)
+        ends = list(itertools.accumulate(counts))
         w = f32(p.half_size)
         spawn = (u[:, :2] * 2 - 1) * (w - 5)
         spawn_x, spawn_z = spawn[:, 0], spawn[:, 1]
         shifted = (u * 2 - 1) * (w - 2)
 
         def block(a, i, shape):
-            return xp.reshape(a[:, int(ends[i - 1]):int(ends[i])], shape)
+            return xp.reshape(a[:, ends[i - 1]:ends[i]], shape)
 
-        far = dense.f32(FAR)
+        far = FAR_FLOAT
         o, o_xz = block(u, 1, (n, O, C, 4)), block(shifted, 1, (n, O, C, 4))
         o_x, o_z = o_xz[..., 0], o_xz[..., 1]
         o_r = f32(0.6) + o[..., 2] * f32(1.2)

@@ -138,6 +138,9 @@ from arena_envs.world import (
 from arena_envs.xp import bits63, namespace, uniforms
 
 
+_FAR = float(FAR)  # a Python float: what the dense rules compare with
+
+
 class TeamCapture:
     """The Team Capture rules as pure functions over a batched :class:`WorldState`.
 
@@ -504,7 +507,7 @@ class TeamCapture:
         ok = ((to_points > r + p.capture_radius + 1.0) & (to_spawn > r + spawn_reach)
               & (xp.hypot(x, z) > r + p.agent_radius))
         chosen, placed = dense.first_valid(xp.stack([x, z, r, kind], axis=-1), ok)
-        far = float(FAR)
+        far = _FAR
         ox, oz = xp.where(placed, chosen[..., 0], far), xp.where(placed, chosen[..., 1], far)
         mirror_x, mirror_z = xp.where(placed, -ox, far), xp.where(placed, -oz, far)
         orad = xp.where(placed, chosen[..., 2], 0.0)

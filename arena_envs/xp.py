@@ -27,11 +27,118 @@ def namespace(array: Any) -> Any:
     kind = type(array)
     xp = _NAMESPACES.get(kind)
     if xp is None:
-        xp = _NAMESPACES[kind] = array_api_compat.array_namespace(array)
+        xp = array_api_compat.array_namespace(array)
+        if array_api_compat.is_torch_array(array):
+            xp = TorchNamespace(xp)
+        _NAMESPACES[kind] = xp
     return xp
 
 
 _NAMESPACES: dict[type, Any] = {}
+
+
+class TorchNamespace:
+    """array_api_compat's torch namespace with the functions the rules call on every step
+    mapped straight to torch's. The rules never mix dtypes that torch promotes otherwise than
+    the standard, so the compat layer's promotion checks (``result_type`` on dtypes, which
+    torch.compile cannot trace: a graph break per call) buy nothing there."""
+
+    def __init__(self, compat: Any):
+        import torch
+
+        self._compat, self.__name__ = compat, compat.__name__
+        self.where, self.hypot = torch.where, torch.hypot
+        self.sqrt, self.abs, self.isfinite, self.round = torch.sqrt, torch.abs, torch.isfinite, torch.round
+        self.reshape, self.broadcast_to = torch.reshape, torch.broadcast_to
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._compat, name)
+
+    @staticmethod
+    def minimum(x1: Any, x2: Any, /) -> Any:
+        import torch
+
+        return torch.clamp(x1, max=x2) if isinstance(x2, (int, float)) else torch.minimum(x1, x2)
+
+    @staticmethod
+    def maximum(x1: Any, x2: Any, /) -> Any:
+        import torch
+
+        return torch.clamp(x1, min=x2) if isinstance(x2, (int, float)) else torch.maximum(x1, x2)
+
+    @staticmethod
+    def astype(x: Any, dtype: Any, /, **_: Any) -> Any:
+        return x.to(dtype)
+
+    @staticmethod
+    def clip(x: Any, min: Any = None, max: Any = None, /) -> Any:  # noqa: A002 (the standard's names)
+        import torch
+
+        return torch.clamp(x, min, max)
+
+    @staticmethod
+    def concat(arrays: Any, /, *, axis: int = 0) -> Any:
+        import torch
+
+        return torch.cat(list(arrays), dim=axis)
+
+    @staticmethod
+    def stack(arrays: Any, /, *, axis: int = 0) -> Any:
+        import torch
+
+        return torch.stack(list(arrays), dim=axis)
+
+    @staticmethod
+    def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        return x.sum(dim=axis, dtype=dtype, keepdim=keepdims)
+
+    @staticmethod
+    def any(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return x.any() if axis is None else x.any(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def all(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return x.all() if axis is None else x.all(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def min(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return x.amin(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def argmax(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return x.argmax(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def argmin(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        return x.argmin(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
+        return x.index_select(0 if axis is None else axis, indices)
+
+    @staticmethod
+    def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Any:
+        import torch
+
+        return torch.take_along_dim(x, indices, dim=axis)
+
+    @staticmethod
+    def full_like(x: Any, fill_value: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+        import torch
+
+        return torch.full_like(x, fill_value, dtype=dtype)
+
+    @staticmethod
+    def zeros_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+        import torch
+
+        return torch.zeros_like(x, dtype=dtype)
+
+    @staticmethod
+    def ones_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+        import torch
+
+        return torch.ones_like(x, dtype=dtype)
 
 
 def is_numpy(xp: Any) -> bool:

@@ -66,6 +66,10 @@ RUN_HERE: dict[str, list[str]] = {
                                                        "0.05", "--json", "runs/bench.json"],  # all rows: minutes
     "arena-bench --only foraging reference --seconds 1": ["arena-bench", "--only", "foraging", "reference",
                                                           "--seconds", "0.05"],
+    # on the CPU, eager: torch.compile takes minutes there, and CI has no GPU (the peers are not installed)
+    "arena-bench --device cuda --seconds 1 --json runs/gpu.json": ["arena-bench", "--device", "cpu", "--sizes", "16",
+                                                                   "--modes", "eager", "--seconds", "0.05",
+                                                                   "--json", "runs/gpu.json"],
     "arena-agent arena_envs/TreasureHunt-v0 --agent scripted --format hermes --episodes 16 --out runs/scripted-hunt":
         ["arena-agent", "arena_envs/TreasureHunt-v0", "--agent", "scripted", "--format", "hermes", "--episodes", "2",
          "--out", "runs/scripted-hunt", "--quiet"],
