@@ -66,6 +66,7 @@ from arena_envs.llm.backends import (
 from arena_envs.llm.parsers import FORMATS, MAX_CALLS, ParsedCall, ParseResult, parse_reply
 from arena_envs.llm.prompts import no_call_note, system_prompt
 from arena_envs.names import resolve
+from arena_envs.tools.resource_pool import Workers
 
 TREASURE_HUNT = "arena_envs/TreasureHunt-v0"
 NOT_RUN = "NOT_RUN"
@@ -252,7 +253,7 @@ class ChatSession:
     async def _play(self, message: dict[str, Any]) -> ChatStep:
         o = self.options
         turn = self.turn + 1
-        parsed = parse_reply(message, self.tools, strict=o.strict_parse, expected=o.call_format)
+        parsed = await _read(message, self.tools, o)
         stored, plan = self._declare(message, parsed, turn)
         answers: list[dict[str, Any]] = []  # the tool messages
         notes: list[str] = []  # results of calls without an id, then what happened, for the user message
@@ -359,6 +360,23 @@ class ChatSession:
         """Give the session's world back (a pooled world is reset and freed)."""
         self.done = True
         await self.backend.close()
+
+
+PARSE_ON_LOOP_CHARS = 2048
+"""A reply holding more text than this (as JSON) is read in a worker thread, off the event loop."""
+_parsers = Workers(4, "chat-parse")  # threads of their own: the loop's default executor dies with its loop
+
+
+async def _read(message: dict[str, Any], tools: list[dict[str, Any]], options: ChatOptions) -> ParseResult:
+    """The calls of one reply, as :func:`parse_reply` reads them.
+
+    A long reply is read in a worker thread: reading is linear in its length, but 200 KB
+    still take a while, during which the pool's other sessions (on the same event loop)
+    must go on. A short one is read on the loop, where it costs less than the hand-over.
+    """
+    if len(json.dumps(message)) <= PARSE_ON_LOOP_CHARS:
+        return parse_reply(message, tools, strict=options.strict_parse, expected=options.call_format)
+    return await _parsers.run(parse_reply, message, tools, strict=options.strict_parse, expected=options.call_format)
 
 
 _HUNT_MARKER = re.compile(r"\[turn (?P<calls>\d+)/(?P<limit>\d+) \| (?P<rest>cwd [^\n]*)\]$")

@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from arena_envs.observations import MAX_NAME_CHARS, MAX_TEXT_CHARS, bounded_text, quoted_name, short_repr
@@ -24,8 +23,15 @@ MAX_REASONING_CHARS = 4 * MAX_TEXT_CHARS
 """A decision's reasoning (a model's thought) is kept up to this length."""
 
 _BARE_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,63})\s*(?:\(\s*\))?")  # idle, idle()
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # brackets inside strings do not nest
-_BRACKET = re.compile(r"[\[\]{}]")
+# Tokens of JSON text for the bracket scans: a whole string, or one bracket. At a quote the
+# string token always matches, to the next quote no backslash escapes or else to the end of
+# the text (a lone backslash before the end included), and its possessive loops never
+# backtrack: each character is read once, and a scan is linear in the text's length. (A
+# pattern that could fail at a quote was tried again at every later quote, each attempt
+# reading on to the end: 12 s for 60 KB of `"\` pairs.)
+_STRING_TOKEN = r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)'
+_BRACE_TOKENS = re.compile(_STRING_TOKEN + r"|[{}]", re.S)
+_BRACKET_TOKENS = re.compile(_STRING_TOKEN + r"|[\[\]{}]", re.S)
 
 _TOOL_KEYS = ("tool", "tool_name", "name", "function", "action")
 _TOOL_KEYS_TEXT = ", ".join(f"'{key}'" for key in _TOOL_KEYS)
@@ -38,7 +44,6 @@ _PLAIN_KEYS = frozenset(("tool", "params", "reasoning"))  # Decision.to_dict's s
 _MAX_NESTING = 4
 _EMBEDDED_BUDGET_FACTOR = 4  # characters scanned or decoded per character of text, at most
 _DECODER = json.JSONDecoder()
-_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)|[{}]', re.S)  # a whole string (closed or not), or a brace
 
 
 @dataclass(slots=True)
@@ -203,8 +208,8 @@ def _embedded_call(text: str) -> Mapping[str, Any] | None:
 def outer_json_objects(text: str, pos: int = 0, endpos: int | None = None) -> tuple[list[tuple[int, int]], list[int]]:
     """``(spans, unclosed)``: the ``(start, end)`` of each outermost balanced ``{...}`` in
     ``text[pos:endpos]`` (a span inside an object that never closes counts as outermost), and
-    where the never-closed objects start. One regex pass that skips strings whole, so braces
-    in them do not count; Python only looks at the braces."""
+    where the never-closed objects start. One pass of ``_BRACE_TOKENS``, linear in the
+    text's length; braces inside strings do not count, and a string never closed runs to the end."""
     spans: list[tuple[int, int]] = []
     opened: list[int] = []
     for token in _BRACE_TOKENS.finditer(text, pos, len(text) if endpos is None else endpos):
@@ -371,15 +376,22 @@ def _too_deep() -> ToolCallError:
 def _check_json_depth(text: str) -> None:
     """Refuse JSON text nested deeper than MAX_JSON_DEPTH, before any parser recurses into it.
 
-    Counted without recursion: brackets outside strings, running total of opened minus
-    closed. (Text that is not JSON at all may be miscounted; it fails to parse anyway.)
+    Counted without recursion, in one linear pass of ``_BRACKET_TOKENS``: the running
+    total of brackets opened minus closed outside strings. Text that is not JSON at all may be
+    miscounted; it fails to parse anyway, and no deeper than counted: a JSON parser reads
+    strings and brackets as the count does, and stops at the first thing that is not JSON.
     """
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # cannot be deeper: the usual case
         return
-    steps = (1 if bracket in "[{" else -1 for bracket in _BRACKET.findall(_JSON_STRING.sub("", text)))
-    depth = max(accumulate(steps), default=0)
-    if depth > MAX_JSON_DEPTH:
-        raise _too_deep()
+    depth = 0
+    for token in _BRACKET_TOKENS.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+        elif bracket in ("]", "}"):
+            depth -= 1
 
 
 def _check_nesting(data: Any) -> None:
