@@ -115,10 +115,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from arena_envs import dense
 from arena_envs.actions import tool_action_space
 from arena_envs.batch import step_subset
 from arena_envs.crafting_params import (
@@ -133,6 +135,7 @@ from arena_envs.crafting_params import (
 )
 from arena_envs.crafting_params import DEFAULT_RECIPES as DEFAULT_RECIPES  # the scenario's public names
 from arena_envs.crafting_params import Recipe as Recipe
+from arena_envs.dense import f32
 from arena_envs.perception import entity_table, relative, table_bounds
 from arena_envs.tick import advance, apply_tools
 from arena_envs.world import (
@@ -147,6 +150,7 @@ from arena_envs.world import (
     reset_agents,
     split_columns,
 )
+from arena_envs.xp import namespace, uniforms
 
 
 def station_in_use(slots: EntitySlots, s: WorldState) -> np.ndarray:
@@ -384,6 +388,170 @@ class Crafting:
                 ok &= inventory[:, item] >= n
             craftable[:, k] = ok
         return craftable
+
+    # -- the same rules on any array library (arena_envs.dense: every world, no host sync) --
+
+    def dense_reset(self, s: WorldState, mask: Any, keys: Any) -> None:
+        """Lay out fresh worlds where ``mask`` (B,) is true, the random layout drawing from the
+        counter generator's ``keys`` (B,): the worlds :meth:`reset` makes from
+        :class:`~arena_envs.xp.CounterGenerator` s of the same keys."""
+        xp, p = namespace(s.x), self.params
+        n = keys.shape[0]
+        if p.layout == "classic":
+            def rows(table, types):
+                x, z, kind = (dense.constant(xp, s.x, column, dtype) for column, dtype in (
+                    ([r[0] for r in table], xp.float32), ([r[1] for r in table], xp.float32),
+                    ([types.index(r[2]) for r in table], xp.int8)))
+                return [xp.broadcast_to(c[None, :], (n, len(table))) for c in (x, z, kind)]
+            resources = rows(CLASSIC_RESOURCES, p.resource_types)
+            stations = rows(CLASSIC_STATIONS, p.station_types)
+            spawn_x = xp.full((n,), CLASSIC_SPAWN[0], dtype=xp.float32, device=s.x.device)
+            spawn_z = xp.full((n,), CLASSIC_SPAWN[1], dtype=xp.float32, device=s.x.device)
+        else:
+            spawn_x, spawn_z, resources, stations = self._dense_random(xp, keys)
+        (rx, rz, rk), (sx, sz, sk) = resources, stations
+        new = dict(ent_x=xp.concat((rx, sx), axis=1), ent_z=xp.concat((rz, sz), axis=1),
+                   ent_kind=xp.concat((xp.astype(rk, xp.int8), xp.astype(sk, xp.int8)), axis=1),
+                   ent_alive=xp.ones(s.ent_alive.shape, dtype=xp.bool, device=s.x.device),
+                   res_total=xp.full_like(s.res_total, self.sizes[0]))
+        for name, value in new.items():
+            old = getattr(s, name)
+            setattr(s, name, dense.where_worlds(mask, xp.astype(value, old.dtype), old))
+        dense.reset_agents(p, s, mask, spawn_x[:, None], spawn_z[:, None])
+        for name, old in s.extra.items():
+            s.extra[name] = dense.where_worlds(mask, xp.zeros_like(old), old)
+
+    def _dense_random(self, xp: Any, keys: Any):
+        """:meth:`_random` for every world at once, operation for operation."""
+        p = self.params
+        R, S = self.sizes
+        C = CANDIDATES
+        n = keys.shape[0]
+        counts = (2, S * C * 2, R * C * 2)
+        u = uniforms(xp, keys, sum(counts))
+        w = f32(p.half_size)
+        spawn = (u[:, :2] * 2 - 1) * f32(w - 3)
+        spawn_x, spawn_z = spawn[:, 0], spawn[:, 1]
+
+        spots = (xp.reshape(u[:, 2:2 + counts[1]], (n, S, C, 2)) * 2 - 1) * f32(w - 3)
+        sx = xp.full((n, S), 1e4, dtype=xp.float32, device=u.device)
+        sz = xp.full((n, S), 1e4, dtype=xp.float32, device=u.device)
+        column = xp.arange(S, device=u.device)
+        for i in range(S):  # a few stations: each must see the ones placed before it
+            cx, cz = spots[:, i, :, 0], spots[:, i, :, 1]
+            ok = (xp.hypot(cx - spawn_x[:, None], cz - spawn_z[:, None]) > 3.0) & xp.all(
+                xp.hypot(cx[..., None] - sx[:, None, :], cz[..., None] - sz[:, None, :]) > STATION_SPACING, axis=-1)
+            chosen, _ = dense.first_valid(spots[:, i, ...], ok)
+            sx = xp.where(column == i, chosen[:, 0:1], sx)
+            sz = xp.where(column == i, chosen[:, 1:2], sz)
+
+        spots = (xp.reshape(u[:, 2 + counts[1]:], (n, R, C, 2)) * 2 - 1) * f32(w - 2)
+        cx, cz = spots[..., 0], spots[..., 1]
+        clear = xp.hypot(cx[..., None] - sx[:, None, None, :], cz[..., None] - sz[:, None, None, :]) > p.craft_range
+        ok = xp.all(clear, axis=-1) & (xp.hypot(cx - spawn_x[:, None, None], cz - spawn_z[:, None, None]) > 1.0)
+        chosen, _ = dense.first_valid(spots, ok)
+
+        def kinds(counts, types, size):
+            kind = np.repeat(np.array([types.index(t) for t, _ in counts], np.int8), [k for _, k in counts])
+            return xp.broadcast_to(dense.constant(xp, u, kind, xp.int8)[None, :], (n, size))
+
+        return (spawn_x, spawn_z, (chosen[..., 0], chosen[..., 1], kinds(p.resource_counts, p.resource_types, R)),
+                (sx, sz, kinds(p.station_counts, p.station_types, S)))
+
+    def dense_step(self, s: WorldState, actions: ToolActions):
+        """:meth:`step` of every world: rewards, terminated, truncated."""
+        xp, p, recipes = namespace(s.x), self.params, self.recipes
+        extra, i32 = s.extra, xp.int32
+        events = dense.apply_tools(p, self.slots, s, actions, recipes)
+        dense.advance(p, self.slots, s, events, recipes)
+        tried = (s.last_tool[:, 0] == CRAFT) & s.acted[:, 0] & s.alive[:, 0]  # not while carrying on
+        extra["craft_attempts"] = extra["craft_attempts"] + xp.astype(tried, i32)
+        started = xp.astype(events.craft_started[:, 0], xp.int64)
+        began = started >= 0
+        spent = xp.take(dense.constant(xp, s.x, self._raw_inputs, xp.float32), xp.where(began, started, 0))
+        extra["raw_spent"] = xp.where(began, extra["raw_spent"] + spent, extra["raw_spent"])
+        crafted = xp.astype(events.crafted[:, 0], xp.int64)
+        done = crafted >= 0
+        k = xp.where(done, crafted, 0)
+        first = dense.gather(extra["crafted"], k[:, None])[:, 0] == 0
+        made = (k[:, None] == xp.arange(recipes.size, device=k.device)) & done[:, None]
+        extra["crafted"] = extra["crafted"] + xp.astype(made, i32)
+        extra["items_crafted"] = extra["items_crafted"] + xp.astype(done, i32)
+        intermediate = xp.take(dense.constant(xp, s.x, self._intermediate, xp.bool), k)
+        zero = xp.zeros(k.shape, dtype=xp.float32, device=k.device)
+        reward = xp.where(k == self.goal_recipe, xp.full_like(zero, f32(p.goal_reward)),
+                          xp.where(first & intermediate, xp.full_like(zero, f32(p.intermediate_reward)), zero))
+        reward = xp.where(done, reward, zero)
+        terminated = s.inventory[:, 0, self.goal_item] > 0
+        truncated = (s.tick >= p.max_ticks) & ~terminated
+        return reward, terminated, truncated
+
+    def dense_observe(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`observe` of every world, as new arrays of the state's library."""
+        xp, p, slots, recipes = namespace(s.x), self.params, self.slots, self.recipes
+        f = xp.float32
+        agent = xp.concat([s.x, s.z, s.health, s.energy, xp.astype(s.moving, f), s.target_x, s.target_z], axis=1)
+        n_res, n_st = len(p.resource_types), len(p.station_types)
+        table = dense.entity_table(p, slots, s, max(n_res, n_st), dense.relative(s, s.obst_x, s.obst_z))[:, 0, ...]
+        stations = table[:, slots.st, :5 + n_st]
+        shown = xp.maximum(stations[..., 0], stations[..., 1])
+        at = s.craft_station[:, :, None] == xp.arange(slots.stations, dtype=xp.int16, device=s.x.device)
+        in_use = xp.any((s.craft_left > 0)[:, :, None] & at, axis=1)
+        inventory = s.inventory[:, 0, ...]
+        busy = s.craft_left[:, 0] > 0
+        recipe = xp.astype(s.craft_recipe[:, 0], xp.int64)
+        making = (recipe[:, None] == xp.arange(recipes.size, device=s.x.device)) & busy[:, None]
+        inputs = dense.constant(xp, s.x, recipes.inputs, xp.int32)
+        return {
+            "agent": agent,
+            "resources": table[:, slots.res, :5 + n_res],
+            "stations": xp.concat([stations, (xp.astype(in_use, f) * shown)[..., None]], axis=-1),
+            "inventory": xp.astype(inventory, f),
+            "craftable": xp.astype(xp.all(inventory[:, None, :] >= inputs[None, ...], axis=-1), f),
+            "crafting": xp.concat([xp.astype(making, f), xp.astype(s.craft_left[:, 0:1], f)], axis=1),
+            "last_action": xp.astype(xp.concat([s.last_tool, s.last_code], axis=1), xp.int64),
+            "time_left": xp.astype(p.max_ticks - s.tick[:, None], f),
+        }
+
+    def dense_info(self, s: WorldState) -> dict[str, Any]:
+        """:meth:`info` of every world, as arrays of the state's library (numpy's float64 steps kept)."""
+        xp, extra = namespace(s.x), s.extra
+        f64 = xp.float64
+        attempts, done = extra["craft_attempts"], extra["items_crafted"]
+        efficiency = xp.astype(100.0 * xp.astype(done, f64) / xp.astype(xp.clip(attempts, 1, None), f64), xp.float32)
+        goal = xp.astype(s.inventory[:, 0, self.goal_item] > 0, xp.int32)
+        waste = self._dense_waste(s)
+        total = (xp.astype(goal, f64) * 50.0 + xp.astype(efficiency * f32(0.3), f64)
+                 - xp.astype(waste * f32(5.0), f64))
+        return {
+            "success": goal > 0,
+            "score": xp.astype(xp.clip(total, 0.0, None), xp.float32),
+            "goal_crafted": goal,
+            "items_crafted": done,
+            "craft_attempts": attempts,
+            "recipe_efficiency": efficiency,
+            "waste": waste,
+            "resources_collected": s.collected[:, 0],
+        }
+
+    def _dense_waste(self, s: WorldState) -> Any:
+        """:meth:`waste` of every world: ``held`` is int32 and the chain's numbers float32 scalars,
+        so numpy makes each term in float64 and adds it to the float32 sum."""
+        xp, recipes = namespace(s.x), self.recipes
+        f64 = xp.float64
+        inventory = s.inventory[:, 0, ...]
+        k = xp.astype(s.craft_recipe[:, 0], xp.int64)
+        output = xp.take(dense.constant(xp, s.x, recipes.output, xp.int64), k)
+        making = xp.where(s.craft_left[:, 0] > 0, output, xp.full_like(output, -1))
+        making_count = xp.take(dense.constant(xp, s.x, recipes.count, xp.int32), k)
+        useful = xp.zeros(k.shape, dtype=xp.float32, device=k.device)
+        for item, need, value in self._chain:
+            held = inventory[:, int(item)] + xp.astype(making == int(item), xp.int32) * making_count
+            term = xp.minimum(xp.astype(held, f64), float(need)) * float(value)
+            useful = xp.astype(xp.astype(useful, f64) + term, xp.float32)
+        goal_made = (inventory[:, self.goal_item] > 0) | (making == self.goal_item)
+        useful = xp.where(goal_made, xp.full_like(useful, float(self._goal_value)), useful)
+        return xp.clip(s.extra["raw_spent"] - useful, 0.0, None)
 
 
 def score(goal: np.ndarray, efficiency: np.ndarray, waste: np.ndarray) -> np.ndarray:
