@@ -117,11 +117,15 @@ class DeviceBatch:
 
     def _autostep(self, actions: Any, active: Any = None):
         torch, s = self.torch, self.state
+        # the dense rules replace the state's arrays (extras too), never write into them: the old ones stay
         before = {f.name: getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "extra"}
+        extra_before = dict(s.extra)
         reward, terminated, truncated = self.scenario.dense_step(s, actions)
         if active is not None:  # the others pause: same state, reward 0, no end
             for name, old in before.items():
                 setattr(s, name, dense.where_worlds(active, getattr(s, name), old))
+            for name, old in extra_before.items():
+                s.extra[name] = dense.where_worlds(active, s.extra[name], old)
             reward = dense.where_worlds(active, reward, torch.zeros_like(reward))
             terminated, truncated = terminated & active, truncated & active
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:

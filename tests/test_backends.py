@@ -253,7 +253,9 @@ def test_team_capture_numpy_and_torch_cpu_agree_over_200_steps(kwargs):
             assert_same(numpy_env.reset(seed=50, options={"reset_mask": mask}),
                         torch_env.reset(seed=50, options={"reset_mask": torch.as_tensor(mask)}), "partial reset")
             continue
-        out_np, out_t = numpy_env.step(actions), torch_env.step(actions)
+        active = rng.random(8) < 0.7 if 150 <= step < 160 else None  # some worlds pause (a league's learner)
+        out_np = numpy_env.step(actions, active)
+        out_t = torch_env.step(actions, None if active is None else torch.as_tensor(active))
         for name, a, b in zip(("obs", "reward", "terminated", "truncated", "info"), out_np, out_t, strict=True):
             assert_same(a, b, f"step {step} {name}")
         captures += int(np.count_nonzero(out_np[4]["blue_points"] + out_np[4]["red_points"]))
@@ -517,3 +519,38 @@ def test_the_dense_crafting_rules_run_on_array_api_strict():
     classic.dense_reset(state, xps.ones(B, dtype=xps.bool), keys)
     obs_np, _ = gym.make_vec(CRAFTING, num_envs=B, layout="classic").reset(seed=0)
     assert_same(obs_np, {k: np.asarray(v) for k, v in classic.dense_observe(state).items()}, "classic")
+
+
+def test_the_readmes_device_snippet_runs_here():
+    """The README's ``device=`` example, at 64 worlds instead of 65,536 (on the CPU here)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "device=device" in b]
+    assert len(blocks) == 1
+    namespace: dict = {"gym": gym}
+    exec(blocks[0].replace("65536", "64"), namespace)  # noqa: S102 (our own README)
+    assert namespace["obs"]["agent"].device == torch.device(namespace["device"])
+    assert (namespace["obs"]["last_action"][:, 0] == 6).all()  # everyone idled, as asked
+
+
+def test_torch_team_capture_is_batch_invariant_and_deterministic():
+    """World i of a batch seeded s plays as a batch of one seeded s + i, messages and drops included."""
+    from arena_envs import team_capture_v0
+
+    big, again = (team_capture_v0.vector_env(num_envs=3, device="cpu", **TEAM) for _ in range(2))
+    singles = [team_capture_v0.vector_env(num_envs=1, device="cpu", **TEAM) for _ in range(3)]
+    assert_same(numpy_of(big.reset(seed=40)), again.reset(seed=40))
+    for i, env in enumerate(singles):
+        env.reset(seed=40 + i)
+    rng = np.random.default_rng(5)
+    for step in range(80):
+        actions = team_actions(big, rng)
+        out, out_again = big.step(actions), again.step(actions)
+        assert_same(numpy_of(out), out_again, f"step {step}: determinism")
+        for i, env in enumerate(singles):
+            one = env.step({k: ({q: w[i:i + 1] for q, w in v.items()} if isinstance(v, dict) else v[i:i + 1])
+                            for k, v in actions.items()})
+            assert_same({k: v[i:i + 1] for k, v in numpy_of(out[0]).items()}, one[0], f"step {step}: world {i}")
+            assert_same(numpy_of(out[1])[i:i + 1], one[1])
