@@ -554,3 +554,16 @@ def test_torch_team_capture_is_batch_invariant_and_deterministic():
                             for k, v in actions.items()})
             assert_same({k: v[i:i + 1] for k, v in numpy_of(out[0]).items()}, one[0], f"step {step}: world {i}")
             assert_same(numpy_of(out[1])[i:i + 1], one[1])
+
+
+@pytest.mark.parametrize("mode", ["rgb_array", "ansi"])
+def test_a_device_env_renders_the_worlds_the_numpy_env_renders(mode):
+    numpy_env, torch_env = (gym.make_vec(FORAGING, num_envs=3, render_mode=mode, **kw, **SMALL)
+                            for kw in ({"rng": "counter"}, {"device": "cpu"}))
+    numpy_env.reset(seed=8)
+    torch_env.reset(seed=8)
+    actions = random_actions(numpy_env.single_action_space, np.random.default_rng(6), 3)
+    numpy_env.step(actions)
+    torch_env.step(actions)
+    frame, device_frame = numpy_env.render(), torch_env.render()
+    assert (frame == device_frame).all() if mode == "rgb_array" else frame == device_frame
