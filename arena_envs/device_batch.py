@@ -78,9 +78,14 @@ class DeviceBatch:
 
     def mask(self, mask: Any = None) -> Any:
         """``mask`` (B,) as a bool tensor on the device (all worlds when None)."""
+        torch = self.torch
         if mask is None:
-            return self.torch.ones(self.size, dtype=self.torch.bool, device=self.device)
-        return self.torch.as_tensor(mask, device=self.device)
+            return torch.ones(self.size, dtype=torch.bool, device=self.device)
+        mask = torch.as_tensor(mask, device=self.device)
+        if mask.dtype != torch.bool or tuple(mask.shape) != (self.size,):
+            raise ValueError(f"a mask of the worlds must be a bool array of shape ({self.size},), "
+                             f"got {mask.dtype} {tuple(mask.shape)}")
+        return mask
 
     def reset(self, mask: Any = None, seeds: Sequence[int | None] | None = None) -> None:
         """New episodes in the worlds where ``mask`` is true (all by default), world ``i`` with

@@ -219,6 +219,14 @@ def test_device_env_takes_tensor_actions_and_rejects_malformed_batches():
         env.step({"tool": torch.zeros(4, dtype=torch.bool)})
     with pytest.raises(ValueError, match="unknown action keys"):
         env.step({"tool": tool, "fly": tool})
+    with pytest.raises(ValueError, match="bool array of shape"):
+        env.step({"tool": tool}, torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="reset_mask"):
+        env.reset(options={"reset_mask": torch.ones(4)})
+    with pytest.raises(gym.error.Error, match="Seed must be"):  # as the numpy env says it
+        env.reset(seed=-1)
+    obs, *_ = env.step({"tool": tool})  # the env is as good as before
+    assert (obs["last_action"][:, 0] == 6).all()
 
 
 TEAM = dict(agents_per_team=2, num_obstacles=4, max_cycles=60, half_size=12.0, capture_ticks=5,
