@@ -41,7 +41,7 @@ def test_a_refused_handshake_answers_with_a_json_body_of_the_length_it_announces
     with running(make_app("foraging", max_sessions=2, limits=Limits(api_key="s3cret"))) as url:
         host, port = url.split("//")[1].rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=30) as sock:
-            sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            sock.sendall(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
             raw = b""
             while b"\r\n\r\n" not in raw:
@@ -61,7 +61,8 @@ def test_over_the_http_rate_a_client_gets_429_saying_the_rate():
         answers = [requests.get(url + "/health", timeout=30) for _ in range(4)]
         assert [a.status_code for a in answers[:2]] == [200, 200]
         assert answers[-1].status_code == 429
-        assert answers[-1].json() == {"detail": "rate limit: at most 1 requests a second"}
+        assert answers[-1].json() == {"detail": "rate limit: at most 1 requests a second per client address "
+                                                "(raise --http-rate)"}
 
 
 def test_a_chunked_body_over_the_size_limit_is_refused_with_413_before_the_app_sees_it():
@@ -69,7 +70,9 @@ def test_a_chunked_body_over_the_size_limit_is_refused_with_413_before_the_app_s
     with running(make_app("foraging", max_sessions=2, limits=limits)) as url:
         chunks = (b"x" * 600 for _ in range(3))  # no content-length: chunked, 1,800 bytes in all
         refused = requests.post(url + "/mcp", data=chunks, timeout=30)
-        assert refused.status_code == 413 and refused.json() == {"detail": "request body over 1024 bytes"}
+        assert refused.status_code == 413 and refused.json() == {  # at a JSON-RPC door: a JSON-RPC error
+            "jsonrpc": "2.0", "id": None,
+            "error": {"code": -32000, "message": "request body over 1024 bytes (raise --max-message-bytes)"}}
 
 
 def test_an_http_session_closed_over_http_is_forgotten_at_once_and_the_guards_stats_name_their_keys():

@@ -40,7 +40,7 @@ def test_a_frame_exactly_as_long_as_the_limit_is_taken_and_one_byte_more_is_refu
         assert answer["type"] == "observation", answer
         assert answer["data"]["observation"]["observation"]["tick"] == 1
         answer = call(ws, step_of_length(1025))
-        assert answer == {"type": "error", "data": {"message": "message over 1024 bytes",
+        assert answer == {"type": "error", "data": {"message": "message over 1024 bytes (raise --max-message-bytes)",
                                                     "code": "MESSAGE_TOO_LARGE"}}
 
 

@@ -24,7 +24,7 @@ from arena_envs.serve.mcp_http import PATH
 from arena_envs.tools import tool_schemas
 from arena_envs.treasure_hunt import TREASURE_HUNT_TOOL_SCHEMAS, OracleAgent
 
-LIMITS = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=4)
+LIMITS = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=4, http_sessions_per_client=4)
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,11 @@ from arena_envs.serve.sessions import SCENARIOS, render
 from arena_envs.tools import ToolPool
 
 CAP = 3
-TTL = 0.3  # seconds: a session with no request in flight for this long is closed
+# seconds: a session with no request in flight for this long is closed. It must outlast the gaps in which a
+# connected client has none: the MCP client opens its GET stream only after the handshake (over a second
+# later, seen on a loaded 2-core machine) and reopens a dropped one a second later. At 0.3 s those gaps
+# expired sessions still in use ("Session terminated" mid-play, a 500 for a call in flight).
+TTL = 3.0
 TICK = 0.02  # seconds: the unit of the random sleeps
 ANSWER_S = 20.0  # seconds a request may wait for its answer: a request left unanswered fails, never hangs
 CALLS = {  # a bad call costs a tick; give_up ends the episode
@@ -69,7 +73,8 @@ programs = st.lists(st.lists(session, min_size=1, max_size=2), min_size=2, max_s
 def server(request):
     """A server of Treasure Hunt (a world per session) or of Foraging (the sessions' worlds in one batch,
     stepped together)."""
-    limits = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=CAP, http_session_ttl=TTL)
+    limits = Limits(http_rate=10_000, http_burst=10_000, max_http_sessions=CAP, http_sessions_per_client=CAP,
+                    http_session_ttl=TTL)
     app = make_app(request.param, max_sessions=2, limits=limits)
     with running(app) as base:
         yield base, app, request.param
@@ -136,7 +141,7 @@ async def play(url: str, address: str, plan: tuple, calls: list[tuple], spans: l
             for what, which, pause in steps:
                 await asyncio.sleep(pause * TICK)
                 if what == "pause":  # longer than the TTL: the client's open stream holds the session
-                    await asyncio.sleep(1.5 * TTL)
+                    await asyncio.sleep(TTL + 1.0)
                     continue
                 span.last_sent = time.monotonic()
                 if what == "read":
@@ -260,7 +265,8 @@ async def fresh_clients_fill_it(url: str, call: tuple) -> list[Any]:
                 pass
         async with httpx.AsyncClient() as http:
             refused = await http.post(url + "/", json=INITIALIZE, headers=ACCEPT)
-        assert refused.status_code == 503 and refused.json()["error"]["message"] == "Too many open sessions"
+        assert refused.status_code == 503 and refused.json()["error"]["message"] == (
+            f"the server holds its {CAP} MCP sessions; try again later (raise --max-http-sessions)")
     return answers
 
 

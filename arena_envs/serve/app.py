@@ -29,6 +29,7 @@ from openenv.core.env_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .clients import client_key
 from .guard import Guard, GuardMonitor, Limits
 from .hubs import make_hub
 from .mcp_http import mount_mcp
@@ -104,7 +105,8 @@ class _Connections:
         self.per_client = limits.connections_per_client or (self.cap + 1) // 2
         self.half_open_per_client = limits.half_open_per_client
         self.header_timeout = limits.header_timeout
-        self.by_client: dict[str, set[_GuardedH11Protocol]] = {}
+        self.ipv6_prefix = limits.ipv6_prefix
+        self.by_client: dict[str, set[_GuardedH11Protocol]] = {}  # by client key (an IPv6 client: its /64)
 
     def add(self, connection: _GuardedH11Protocol) -> set[_GuardedH11Protocol]:
         """Count ``connection`` in; the connections of its address, itself among them."""
@@ -158,7 +160,7 @@ class _GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, connections: _Connections, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.registry = connections
-        self.address = "?"
+        self.address = "?"  # the client as the caps count it: its IPv4 address, an IPv6 client's /64
         self.waiting_since: float | None = None  # waiting for a request since (monotonic), or None
         self.kept_alive = False  # waiting, after an answer, and nothing of the next request sent yet
         self._deadline: asyncio.TimerHandle | None = None
@@ -166,18 +168,22 @@ class _GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         registry = self.registry
-        self.address = self.client[0] if self.client else "?"
+        # the socket's own peer, never a forwarded one: a proxy's clients share its connections
+        self.address = client_key(self.client[0], registry.ipv6_prefix) if self.client else "?"
         mine = registry.add(self)
         if len(mine) > registry.per_client:
-            self._refuse(503, f"too many connections from {self.address} (at most {registry.per_client})")
+            self._refuse(503, f"too many connections from {self.address} (at most {registry.per_client}; "
+                         "raise --connections-per-client)")
         elif registry.half_open(self.address) >= registry.half_open_per_client:
-            self._refuse(503, f"too many connections from {self.address} are slow to send a request")
+            self._refuse(503, f"too many connections from {self.address} are slow to send a request "
+                         f"(at most {registry.half_open_per_client}; raise --half-open-per-client)")
         elif len(self.connections) > registry.cap:
             victim = registry.victim()
             if victim is None or victim.address == self.address:
-                self._refuse(503, f"too many connections (at most {registry.cap})")
+                self._refuse(503, f"too many connections (at most {registry.cap}; raise --max-connections)")
                 return
-            victim._refuse(503, "the server is full: closing the connection that waited longest for a request")
+            victim._refuse(503, "the server is full: closing the connection that waited longest for a request "
+                           f"(at most {registry.cap}; raise --max-connections)")
             self._arm()
         else:
             self._arm()
@@ -219,7 +225,8 @@ class _GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete
                                                 or self.conn.their_state is h11.SEND_BODY):
-            self._refuse(408, f"request not received within {self.registry.header_timeout:g} s")
+            self._refuse(408, f"request not received within {self.registry.header_timeout:g} s "
+                         "(raise --header-timeout)")
 
     def _refuse(self, status: int, reason: str) -> None:
         """Answer ``status`` (when no answer has begun) and close the connection."""
@@ -241,10 +248,14 @@ def _config(app: FastAPI, host: str, port: int, drain_timeout: float, log_level:
     connections = _Connections(limits, app.state.hub.worlds)
     protocol = functools.partial(_GuardedH11Protocol, connections=connections)
     # no limit_concurrency: uvicorn's would answer 503 to any request while its count, global,
-    # is at the cap, whoever filled it; the protocol's caps above are per address
+    # is at the cap, whoever filled it; the protocol's caps above are per address.
+    # X-Forwarded-For only from the proxies named: uvicorn's default believes it from 127.0.0.1, so
+    # any local process could claim to be any number of clients and take every per-client share
+    proxies = limits.forwarded_allow_ips
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, ws_max_size=_frame_cap(app),
                           timeout_graceful_shutdown=drain_timeout, http=protocol,  # type: ignore[arg-type]
                           timeout_keep_alive=limits.keep_alive_timeout,
+                          proxy_headers=proxies is not None, forwarded_allow_ips=proxies or "",
                           h11_max_incomplete_event_size=16 * 1024, **options)
 
 
@@ -312,8 +323,9 @@ def running(app: FastAPI, host: str = "127.0.0.1", port: int = 0, *, drain_timeo
             raise RuntimeError("the server did not start")
         time.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()
+    address = f"[{bound[0]}]" if ":" in bound[0] else bound[0]  # an IPv6 address in a URL is bracketed
     try:
-        yield f"http://{bound[0]}:{bound[1]}"
+        yield f"http://{address}:{bound[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=drain_timeout + 10)

@@ -45,10 +45,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sessions-per-client", type=int, default=None,
                    help="WebSocket sessions per client address (default: 3/4 of --max-sessions, at least 1)")
     p.add_argument("--http-sessions-per-client", type=int, default=2,
-                   help="sessions made over HTTP (/mcp openenv/session/create) per client address")
-    p.add_argument("--max-http-sessions", type=int, default=16, help="sessions made over HTTP in all")
+                   help="sessions made over HTTP per client address, at each door (/mcp openenv/session/create, "
+                        "MCP sessions at /mcp/http)")
+    p.add_argument("--max-http-sessions", type=int, default=16,
+                   help="sessions made over HTTP in all, at each door (/mcp, /mcp/http)")
     p.add_argument("--http-session-ttl", type=float, default=30.0,
                    help="seconds an HTTP-made session lives unused, unless a WebSocket holds it")
+    p.add_argument("--ipv6-prefix", type=int, default=64,
+                   help="an IPv6 client is its /N network for every per-client cap (default 64; 128: each address)")
+    p.add_argument("--forwarded-allow-ips", default=None, metavar="PROXIES",
+                   help="proxies (addresses or networks, comma-separated) whose X-Forwarded-For names the client "
+                        "(default: none, the header is ignored: any local process could claim any address)")
+    p.add_argument("--allowed-hosts", default="", metavar="NAMES",
+                   help="Host names accepted besides the address the server is reached at (comma-separated; "
+                        "'*': any): a name this server is reached by, through DNS or a proxy")
+    p.add_argument("--allowed-origins", default="", metavar="ORIGINS",
+                   help="browser origins (https://example.org) whose pages may call this server, besides its own "
+                        "(comma-separated; '*': any)")
     p.add_argument("--drain-timeout", type=float, default=10.0,
                    help="seconds shutdown waits for calls in flight")
     p.add_argument("--env-kwarg", type=env_argument, action="append", default=[], metavar="NAME=VALUE",
@@ -84,7 +97,10 @@ def serve_command(argv: list[str] | None = None) -> int:
                         max_connections=args.max_connections, connections_per_client=args.connections_per_client,
                         half_open_per_client=args.half_open_per_client, sessions_per_client=args.sessions_per_client,
                         http_sessions_per_client=args.http_sessions_per_client,
-                        max_http_sessions=args.max_http_sessions, http_session_ttl=args.http_session_ttl)
+                        max_http_sessions=args.max_http_sessions, http_session_ttl=args.http_session_ttl,
+                        ipv6_prefix=args.ipv6_prefix, forwarded_allow_ips=args.forwarded_allow_ips,
+                        allowed_hosts=tuple(args.allowed_hosts.split(",")),
+                        allowed_origins=tuple(args.allowed_origins.split(",")))
         app = make_app(args.scenario, max_sessions=args.max_sessions, limits=limits, **dict(args.env_kwarg))
     except (ValueError, TypeError) as err:  # an unknown scenario, a bad limit or scenario argument
         raise UsageError(str(err)) from None

@@ -89,6 +89,7 @@ environment (a Space secret) makes every route ask for that key.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from arena_envs.serve.cli import main as arena_serve
@@ -98,7 +99,10 @@ SETTINGS = {settings!r}  # arena-serve options fixed at export
 
 
 def main(argv: list[str] | None = None) -> int:
-    return arena_serve([SCENARIO, *SETTINGS, *(sys.argv[1:] if argv is None else argv)])
+    # a Hugging Face Space is reached by its own name (SPACE_HOST) through the Space's proxy:
+    # arena-serve answers only the names it is told of
+    space = ["--allowed-hosts", os.environ["SPACE_HOST"]] if os.environ.get("SPACE_HOST") else []
+    return arena_serve([SCENARIO, *SETTINGS, *space, *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -2,8 +2,14 @@
 
 * API key (optional) on every route, HTTP and WebSocket: ``Authorization: Bearer KEY`` or
   ``X-API-Key: KEY``, compared in constant time.
+* Who may come in (:mod:`.clients`): a ``Host`` that is not the address the connection reached
+  (nor ``localhost`` on loopback, nor one of ``allowed_hosts``) is refused (421), and so is a
+  browser's ``Origin`` that is not the server's own nor one of ``allowed_origins`` (403; a
+  WebSocket at its handshake). Per-client caps count an IPv6 client by its ``/ipv6_prefix``.
 * Request size: HTTP bodies and WebSocket frames above ``max_message_bytes`` are refused
-  (413, or an error frame; the session goes on).
+  (413, or an error frame; the session goes on); so is JSON nested deeper than
+  :data:`~.clients.MAX_JSON_DEPTH` (400 with a JSON-RPC error at ``/mcp`` and ``/mcp/http``,
+  an error frame on a WebSocket).
 * Rate: HTTP requests per client address, WebSocket frames per connection (token buckets);
   over the limit gets 429 or an error frame.
 * Malformed frames (binary, not JSON, nested too deeply, not an object, a ``type`` that is
@@ -35,11 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
+
+from .clients import client_key, host_refusal, origin_refusal, parsed_json
 
 IDLE_CLOSE_CODE = 4408
 """WebSocket close code of a session reclaimed for idleness (no reset or step for ``idle_timeout`` s)."""
@@ -71,6 +80,10 @@ class Limits:
     sessions_per_client: int | None = None  # WebSocket sessions per address (None: 3/4 of max_sessions, at least 1)
     connections_per_client: int | None = None  # HTTP connections per address (None: half of max_connections)
     half_open_per_client: int = 8  # connections per address waiting over SLOW_REQUEST_S s for a request
+    ipv6_prefix: int = 64  # an IPv6 client is its /ipv6_prefix network for every per-client cap (128: each address)
+    forwarded_allow_ips: str | None = None  # proxies whose X-Forwarded-For is believed (None: no proxy, ignored)
+    allowed_hosts: tuple[str, ...] = ()  # Host names accepted besides the address reached ("*": any)
+    allowed_origins: tuple[str, ...] = ()  # browser origins accepted besides the server's own ("*": any)
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
@@ -94,6 +107,13 @@ class Limits:
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if self.half_open_per_client is None:
             raise ValueError("half_open_per_client must be a positive integer, got None")
+        if isinstance(self.ipv6_prefix, bool) or not isinstance(self.ipv6_prefix, int) \
+                or not 1 <= self.ipv6_prefix <= 128:
+            raise ValueError(f"ipv6_prefix must be an integer from 1 to 128, got {self.ipv6_prefix!r}")
+        if self.forwarded_allow_ips is not None:
+            self.forwarded_allow_ips = _proxies(self.forwarded_allow_ips)
+        self.allowed_hosts = tuple(_names(self.allowed_hosts, "allowed_hosts", lambda name: name.lower().rstrip(".")))
+        self.allowed_origins = tuple(_names(self.allowed_origins, "allowed_origins", _origin))
 
     def client_sessions(self, max_sessions: int) -> int:
         """WebSocket sessions one client address may hold at a server of ``max_sessions``."""
@@ -134,9 +154,11 @@ class _Connection:
 
 @dataclass(eq=False)
 class _HttpSession:
-    """A session made over HTTP: who made it, when it was last named, whether a socket holds it."""
+    """A session made over HTTP: who made it (the client as caps count it, and its address), when it was
+    last named, whether a socket holds it."""
 
     client: str
+    address: str
     last_active: float = field(default_factory=time.monotonic)
     attached: bool = False
 
@@ -184,6 +206,24 @@ class Guard:
         else:
             await self.app(scope, receive, send)
 
+    def _client(self, scope: dict) -> str:
+        """The client as per-client caps count it (:func:`~.clients.client_key`)."""
+        return client_key(_address(scope), self.limits.ipv6_prefix)
+
+    def _foreign(self, scope: dict) -> tuple[int, str, str] | None:
+        """Why a request is refused for its ``Host`` or ``Origin`` (status, message, code), or None."""
+        headers = dict(scope.get("headers") or ())
+        host = headers.get(b"host")
+        host = None if host is None else host.decode("latin-1")
+        local = (scope.get("server") or (None, None))[0]
+        refusal = host_refusal(host, local, self.limits.allowed_hosts)
+        if refusal is not None:
+            return 421, refusal, "FOREIGN_HOST"
+        origin = headers.get(b"origin")
+        refusal = origin_refusal(None if origin is None else origin.decode("latin-1"), host,
+                                 self.limits.allowed_origins)
+        return None if refusal is None else (403, refusal, "FOREIGN_ORIGIN")
+
     def _authorized(self, scope: dict) -> bool:
         if self._key is None:
             return True
@@ -198,12 +238,17 @@ class Guard:
 
     async def _http(self, scope: dict, receive: Any, send: Any) -> None:
         monitor, limits = self.monitor, self.limits
+        path = scope.get("path") or ""
+        rpc_door = path == "/mcp" or path.startswith("/mcp/http")  # refusals there are JSON-RPC errors
         if monitor.draining:
-            return await _respond(send, 503, "the server is shutting down")
+            return await _respond(send, 503, "the server is shutting down", rpc=rpc_door)
+        foreign = self._foreign(scope)
+        if foreign is not None:
+            return await _respond(send, foreign[0], foreign[1], rpc=rpc_door)
         if not self._authorized(scope):
             return await _respond(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
-                                  {"www-authenticate": "Bearer"})
-        client = _client(scope)
+                                  {"www-authenticate": "Bearer"}, rpc=rpc_door)
+        client = self._client(scope)
         if limits.http_rate is not None:
             if len(monitor.http_buckets) > 10_000:  # forget addresses not seen lately
                 monitor.http_buckets.clear()
@@ -211,10 +256,13 @@ class Guard:
             if bucket is None:
                 bucket = monitor.http_buckets[client] = _Bucket(limits.http_rate, limits.http_burst)
             if not bucket.take():
-                return await _respond(send, 429, f"rate limit: at most {limits.http_rate:g} requests a second")
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
+                return await _respond(send, 429, f"rate limit: at most {limits.http_rate:g} requests a second per "
+                                      "client address (raise --http-rate)", rpc=rpc_door)
+        headers = dict(scope.get("headers") or ())
+        declared = headers.get(b"content-length")
+        too_large = f"request body over {limits.max_message_bytes} bytes (raise --max-message-bytes)"
         if declared is not None and (not declared.isdigit() or int(declared) > limits.max_message_bytes):
-            return await _respond(send, 413, f"request body over {limits.max_message_bytes} bytes")
+            return await _respond(send, 413, too_large, rpc=rpc_door)
         body, more = b"", True
         while more:  # read it all (it is small) so an over-long chunked body is refused before the app runs
             message = await receive()
@@ -223,7 +271,20 @@ class Guard:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > limits.max_message_bytes:
-                return await _respond(send, 413, f"request body over {limits.max_message_bytes} bytes")
+                return await _respond(send, 413, too_large, rpc=rpc_door)
+        value = None
+        if body.lstrip()[:1] in (b"{", b"["):  # JSON: its nesting is bounded before any parser recurses
+            try:
+                value, too_deep = parsed_json(body)
+            except ValueError:  # not JSON: the app answers it in its own words
+                value, too_deep = None, None
+            if too_deep is not None:
+                rpc_id = value.get("id") if isinstance(value, dict) else None
+                return await _respond(send, 400, too_deep, rpc=rpc_door, rpc_id=rpc_id, code=-32600)
+        if path == "/mcp" and scope.get("method") == "POST" \
+                and not headers.get(b"content-type", b"").lower().startswith(b"application/json"):
+            # a page's text/plain POST is a "simple" request, sent without asking: JSON-RPC here is JSON only
+            return await _respond(send, 415, "send JSON-RPC as Content-Type: application/json", rpc=True)
         replayed = False
 
         async def replay() -> dict:
@@ -233,12 +294,12 @@ class Guard:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        rpc = _rpc(body) if scope.get("path") == "/mcp" else None
+        rpc = value if path == "/mcp" and isinstance(value, dict) else None
         if rpc is not None:
             refusal = monitor.http_session_refusal(rpc, client)
             if refusal is not None:
-                return await _respond(send, 429, refusal, rpc_id=rpc.get("id"))
-            send = monitor.http_session_watch(rpc, client, send)
+                return await _respond(send, 429, refusal, rpc=True, rpc_id=rpc.get("id"))
+            send = monitor.http_session_watch(rpc, client, _address(scope), send)
         monitor.http_in_flight += 1
         try:
             await self.app(scope, replay, send)
@@ -248,9 +309,12 @@ class Guard:
     # -- WebSocket -----------------------------------------------------------------------
 
     async def _websocket(self, scope: dict, receive: Any, send: Any) -> None:
-        monitor, client = self.monitor, _client(scope)
+        monitor, client = self.monitor, self._client(scope)
         if monitor.draining:
             return await _refuse_handshake(send, 503, "the server is shutting down", "SHUTTING_DOWN")
+        foreign = self._foreign(scope)
+        if foreign is not None:  # a browser's page on another site (or name) opens no session
+            return await _refuse_handshake(send, *foreign)
         if not self._authorized(scope):
             return await _refuse_handshake(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
                                            "UNAUTHORIZED")
@@ -260,7 +324,7 @@ class Guard:
             # OpenEnv could attach this socket to any session by id: here only to one this
             # address made over HTTP and no socket holds
             held = monitor.http_sessions.get(asked[0]) if len(asked) == 1 else None
-            if held is None or held.attached or held.client != client:
+            if held is None or held.attached or held.address != _address(scope):
                 return await _refuse_handshake(send, 403, "no session of that id that this client may attach to "
                                                "(one made over HTTP from this address, not attached)", "FORBIDDEN")
             held.attached = True
@@ -328,16 +392,21 @@ class Guard:
         if self.monitor.draining:
             return ("the server is shutting down; no new calls", "SHUTTING_DOWN"), None
         if connection.bucket is not None and not connection.bucket.take():
-            return (f"rate limit: at most {self.limits.ws_rate:g} messages a second", "RATE_LIMITED"), None
+            return (f"rate limit: at most {self.limits.ws_rate:g} messages a second per session (raise --ws-rate)",
+                    "RATE_LIMITED"), None
         text = message.get("text")
         if text is None:
             return ("binary frames are not accepted: send JSON text", "INVALID_JSON"), None
         if len(text) > self.limits.max_message_bytes:
-            return (f"message over {self.limits.max_message_bytes} bytes", "MESSAGE_TOO_LARGE"), None
-        try:  # read here too: OpenEnv ends the session on JSON it cannot take (too deep, not an object)
-            frame = json.loads(text)
-        except (ValueError, RecursionError) as err:
+            return (f"message over {self.limits.max_message_bytes} bytes (raise --max-message-bytes)",
+                    "MESSAGE_TOO_LARGE"), None
+        # read here too: OpenEnv ends the session on JSON it cannot take (too deep, not an object)
+        try:
+            frame, too_deep = parsed_json(text)
+        except ValueError as err:
             return (f"invalid JSON: {str(err)[:200]}", "INVALID_JSON"), None
+        if too_deep is not None:
+            return (too_deep, "INVALID_JSON"), None
         if not isinstance(frame, dict):
             return ('expected a JSON object such as {"type": "step", "data": {...}}', "INVALID_JSON"), None
         if ("\\ud" in text or "\\uD" in text) and _lone_surrogate(frame):  # OpenEnv cannot answer it
@@ -376,11 +445,12 @@ class GuardMonitor:
         # session: a client closing one session and opening the next at once is not refused
         own = [connection.client for connection in self.connections if connection.own and not connection.closed]
         if len(own) >= self.max_sessions:
-            return (f"the server holds its {self.max_sessions} sessions; try again later", "CAPACITY_REACHED")
+            return (f"the server holds its {self.max_sessions} sessions; try again later (raise --max-sessions)",
+                    "CAPACITY_REACHED")
         share = self.limits.client_sessions(self.max_sessions)
         if own.count(client) >= share:
             return (f"at most {share} sessions per client address (of {self.max_sessions}): close one of yours "
-                    "first", "TOO_MANY_SESSIONS")
+                    "first, or raise --sessions-per-client", "TOO_MANY_SESSIONS")
         return None
 
     # -- sessions made over HTTP ---------------------------------------------------------
@@ -392,14 +462,14 @@ class GuardMonitor:
         limits, mine = self.limits, sum(held.client == client for held in self.http_sessions.values())
         if mine >= limits.http_sessions_per_client:
             return (f"at most {limits.http_sessions_per_client} sessions made over HTTP per client: close one "
-                    f"(openenv/session/close), let it expire ({limits.http_session_ttl:g} s unused) "
-                    "or open a WebSocket at /ws, which is a session of its own")
+                    f"(openenv/session/close), let it expire ({limits.http_session_ttl:g} s unused), "
+                    "open a WebSocket at /ws, which is a session of its own, or raise --http-sessions-per-client")
         if len(self.http_sessions) >= limits.max_http_sessions:
             return (f"the server holds its {limits.max_http_sessions} sessions made over HTTP; "
-                    "open a WebSocket at /ws, or try again later")
+                    "open a WebSocket at /ws, or try again later (raise --max-http-sessions)")
         return None
 
-    def http_session_watch(self, rpc: dict[str, Any], client: str, send: Any) -> Any:
+    def http_session_watch(self, rpc: dict[str, Any], client: str, address: str, send: Any) -> Any:
         """``send`` for the app answering ``rpc``: notes a session it names (as used now),
         makes (read from the answer) or closes."""
         method, params = rpc.get("method"), rpc.get("params")
@@ -417,7 +487,7 @@ class GuardMonitor:
                     result = (_rpc(b"".join(chunks)) or {}).get("result")
                     if isinstance(result, dict) and isinstance(result.get("session_id"), str):
                         if method == "openenv/session/create":
-                            self.http_sessions[result["session_id"]] = _HttpSession(client)
+                            self.http_sessions[result["session_id"]] = _HttpSession(client, address)
                             self.start_reaper()
                         elif result.get("closed"):
                             self.http_sessions.pop(result["session_id"], None)
@@ -455,7 +525,8 @@ class GuardMonitor:
                 continue
             for connection in list(self.connections):
                 if not connection.closed and connection.waiting == 0 and now - connection.last_active > idle_timeout:
-                    await self._evict(connection, f"session reclaimed after {idle_timeout:g} s without a reset or step")
+                    await self._evict(connection, f"session reclaimed after {idle_timeout:g} s without a reset or "
+                                      "step (--idle-timeout)")
 
     async def _evict(self, connection: _Connection, reason: str) -> None:
         connection.closed = True
@@ -488,6 +559,38 @@ class GuardMonitor:
                 "draining": self.draining}
 
 
+def _proxies(text: str) -> str:
+    """uvicorn's ``forwarded_allow_ips`` from a comma-separated list of addresses or networks ("*": any)."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError("forwarded_allow_ips names no proxy (leave it out when there is none)")
+    for item in items:
+        if item != "*":
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"forwarded_allow_ips: {item!r} is not an IP address or network") from None
+    return ",".join(items)
+
+
+def _names(given: Any, field: str, canonical: Any) -> list[str]:
+    """The strings of ``given`` as canonical entries (blank ones left out); a bad entry is a ValueError."""
+    items = [given] if isinstance(given, str) else list(given)
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"{field} must be strings, got {given!r}")
+    return [canonical(item.strip()) for item in items if item.strip()]
+
+
+def _origin(text: str) -> str:
+    """A browser origin (``scheme://host[:port]``) as a browser sends it, or ``*``."""
+    if text == "*":
+        return text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"allowed_origins: {text!r} is not an origin such as https://example.org:8443")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
 def _lone_surrogate(frame: dict) -> bool:
     """Whether a string in ``frame`` holds a lone surrogate (JSON can escape one; UTF-8 cannot carry it)."""
     try:
@@ -497,7 +600,8 @@ def _lone_surrogate(frame: dict) -> bool:
     return False
 
 
-def _client(scope: dict) -> str:
+def _address(scope: dict) -> str:
+    """The client's own address (uvicorn's, or the one a trusted proxy forwarded)."""
     return (scope.get("client") or ("?", 0))[0]
 
 
@@ -543,12 +647,13 @@ async def _refuse_handshake(send: Any, status: int, message: str, code: str) -> 
     await send({"type": "websocket.http.response.body", "body": body})
 
 
-async def _respond(send: Any, status: int, detail: str, headers: dict[str, str] | None = None,
-                   rpc_id: Any = None) -> None:
-    """Answer with ``{"detail": ...}``, or with a JSON-RPC error for a JSON-RPC request (``rpc_id``)."""
+async def _respond(send: Any, status: int, detail: str, headers: dict[str, str] | None = None, *,
+                   rpc: bool = False, rpc_id: Any = None, code: int = -32000) -> None:
+    """Answer with ``{"detail": ...}``, or, at a JSON-RPC endpoint (``rpc``), with a JSON-RPC error
+    (``code``) answering the request ``rpc_id`` (None: one whose id is unknown)."""
     answer: dict[str, Any] = {"detail": detail}
-    if rpc_id is not None:
-        answer = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32000, "message": detail}}
+    if rpc:
+        answer = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": detail}}
     body = json.dumps(answer).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
