@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Collection, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -44,11 +45,16 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
                            "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
-def make_server(episodes: Episodes, port: int = 8765) -> ThreadingHTTPServer:
-    """A server of the page and ``episodes`` on 127.0.0.1:``port`` (0: any free port), not yet serving."""
+def make_server(episodes: Episodes, port: int = 8765, allowed_hosts: Collection[str] = ()) -> ThreadingHTTPServer:
+    """A server of the page and ``episodes`` on 127.0.0.1:``port`` (0: any free port), not yet serving.
+    It answers only its own pages' requests: see :func:`foreign_request`."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+            refusal = foreign_request(self.headers, self.connection.getsockname()[0], allowed_hosts)
+            if refusal is not None:
+                self.send_error(refusal[0], refusal[1])
+                return
             path = self.path.split("?", 1)[0]
             match = EPISODE_URL.match(path)
             if path in PAGES:
@@ -77,6 +83,28 @@ def make_server(episodes: Episodes, port: int = 8765) -> ThreadingHTTPServer:
     return ThreadingHTTPServer((HOST, port), Handler)
 
 
+def foreign_request(headers: Mapping[str, str], local_address: str,
+                    allowed_hosts: Collection[str] = ()) -> tuple[int, str] | None:
+    """Why a request is not the viewer's own page's (HTTP status, message), or None.
+
+    A recording may hold prompts and model output, and any page a browser shows can make it send
+    requests here. ``Host`` must name this server (127.0.0.1, ``localhost``, or one of ``allowed_hosts``):
+    a page on another name that resolves here (DNS rebinding) gets nothing. A request another site's
+    page makes (``Origin``, or ``Sec-Fetch-Site`` for the scripts a page includes, which carry no
+    ``Origin``) gets nothing either: the page could read an episode's script once it ran.
+    """
+    host = headers.get("Host")
+    if host is not None and "*" not in allowed_hosts:
+        name = host.strip().lower()
+        name = name[1:].split("]", 1)[0] if name.startswith("[") else name.rsplit(":", 1)[0]
+        if name not in (local_address, "localhost", *allowed_hosts):
+            return 421, f"Host {host[:100]!r} is not this server's name; allow it with --allowed-hosts"
+    origin, site = headers.get("Origin"), headers.get("Sec-Fetch-Site")
+    if (origin is not None and origin != f"http://{host}") or site not in (None, "same-origin", "none"):
+        return 403, "a request from another site's page; only the viewer's own page may read recordings"
+    return None
+
+
 def export(episodes: Episodes, directory: str | Path) -> Path:
     """Write the page and every episode as a static site in ``directory``; returns its index.html."""
     out = Path(directory)
@@ -100,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                              "that runs any code the file holds")
     parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free)")
     parser.add_argument("--export", metavar="DIR", help="write a static site to DIR instead of serving")
+    parser.add_argument("--allowed-hosts", default="", metavar="NAMES",
+                        help="Host names accepted besides 127.0.0.1 and localhost (comma-separated), for a "
+                             "name of this machine that a browser uses to reach the viewer")
     args = parser.parse_args(argv)
     if not args.paths and not args.play:
         parser.error("give recordings (PATH) or --play AGENT SCENARIO")
@@ -122,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {export(episodes, args.export)} ({len(episodes.lines)} episodes)")
         return 0
     try:
-        server = make_server(episodes, args.port)
+        hosts = [name.strip().lower() for name in args.allowed_hosts.split(",") if name.strip()]
+        server = make_server(episodes, args.port, hosts)
     except OSError as error:
         print(f"arena-view: cannot listen on {HOST}:{args.port}: {error.strerror} (try --port 0)", file=sys.stderr)
         return 2
