@@ -7,7 +7,6 @@ on a freed world, slow sockets stayed open for ever, and SIGINT printed a traceb
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import os
@@ -331,9 +330,9 @@ def test_slow_sockets_are_closed_and_connections_are_capped():
                     with contextlib.suppress(OSError):
                         sock.send(b"X")
             assert not open_, f"{len(open_)} slow sockets still open"
-            # an answer is lost when the byte sent after it races it (a reset), else it is one of these
+            # an answer is lost when the byte sent after it races it (a reset: on a loaded machine, every 408
+            # was), else it is one of these; the server's log says what it did with each
             assert set(answers) <= {b"HTTP/1.1 408 Request Timeout", b"HTTP/1.1 503 Service Unavailable", b""}
-            assert b"HTTP/1.1 408 Request Timeout" in answers, collections.Counter(answers)
         finally:
             for sock in sockets:
                 sock.close()
@@ -342,6 +341,7 @@ def test_slow_sockets_are_closed_and_connections_are_capped():
         _, log = process.communicate(timeout=60)
     refused = log.count("refused a connection")  # past the cap: refused at once, the rest timed out
     assert 300 <= refused <= 400 - 1, log[-2000:]
+    assert "closed a connection from 127.0.0.1: request not received within 1 s" in log, log[-2000:]
 
 
 # -- shutdown ---------------------------------------------------------------------------------
