@@ -19,14 +19,16 @@ import re
 import socket
 
 import httpx
+import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from websockets.sync.client import connect
 
 from arena_envs.serve import Limits, make_app
 from arena_envs.serve.app import running
+from arena_envs.serve.hubs import make_hub
 from arena_envs.serve.mcp_http import PATH
-from arena_envs.serve.sessions import HTTP_WORLDS
+from arena_envs.serve.sessions import HTTP_WORLDS, SessionError
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
@@ -121,3 +123,27 @@ def test_each_http_door_has_worlds_of_its_own_and_the_stateless_spares_stay_free
     with running(app) as url:
         stats = asyncio.run(fill(url))
     assert stats["sessions"] == 6 and stats["free_worlds"] == HTTP_WORLDS, stats
+
+
+@pytest.mark.parametrize("scenario", ["foraging", "treasure_hunt", "team_capture"])
+def test_a_hub_out_of_worlds_refuses_the_next_session_naming_the_flag_that_adds_worlds(scenario):
+    """Every world of a hub taken (the WebSocket sessions' and the stateless spares'), one more session's reset
+    is refused, saying which flag gives the server more worlds; a world given back is taken again."""
+    hub = make_hub(scenario, 1)
+
+    async def fill() -> None:
+        sessions = [hub.factory()() for _ in range(hub.worlds + 1)]
+        try:
+            for seed, session in enumerate(sessions[:-1]):
+                await session.reset_async(seed=seed)
+            with pytest.raises(SessionError, match=r"the server is full .*\(raise --max-sessions\)$"):
+                await sessions[-1].reset_async(seed=99)
+            sessions[0].close()
+            await asyncio.sleep(0.05)  # its world is freed on the loop
+            assert not (await sessions[-1].reset_async(seed=99)).done
+        finally:
+            for session in sessions:
+                session.close()
+            await hub.aclose()
+
+    asyncio.run(fill())

@@ -157,7 +157,8 @@ class SessionHub(abc.ABC):
             if not opening:
                 raise SessionError("no episode in this session yet: call reset first")
             if len(self.sessions) >= self.worlds:
-                raise SessionError(f"the server is full ({self.max_sessions} sessions); try again later")
+                raise SessionError(f"the server is full ({self.max_sessions} sessions); try again later "
+                                   "(raise --max-sessions)")
             self.sessions[session.token] = session
         if session.busy:
             raise SessionError("this session already has a call in flight; wait for its answer")
@@ -293,7 +294,7 @@ class PoolHub(SessionHub):
         try:
             obs = await self.pool.acquire(session.token, seed=seed)  # an Observation: acquire does not render
         except PoolExhaustedError as err:
-            raise SessionError(f"the server is full: {err}") from None
+            raise SessionError(f"the server is full: {err} (raise --max-sessions)") from None
         session.world = self.pool.monitor()["ids"][session.token] if arrays else None
         return self._answer(session, render(obs), 0.0, False, False, {}, first=True)
 

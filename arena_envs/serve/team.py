@@ -62,7 +62,7 @@ class TeamHub(SessionHub):
         world = self.world_of.get(session.token)
         if world is None:
             if not self.free:
-                raise SessionError("the server is full; try again later")
+                raise SessionError("the server is full; try again later (raise --max-sessions)")
             world = self.world_of[session.token] = self.free.pop()
         try:
             self.batch.reset(np.array([world]), [seed])
