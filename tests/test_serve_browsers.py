@@ -118,6 +118,20 @@ def test_arena_serve_takes_more_names_and_origins_from_its_flags():
         Limits(allowed_origins=("notebook.example",))
 
 
+def test_a_server_on_the_ipv6_loopback_answers_its_own_names_only():
+    """Bound to ::1: the address reached ([::1]) and localhost are its names; a rebinding name is not."""
+    with running(make_app("foraging", max_sessions=2), host="::1") as url:
+        port = url.rsplit(":", 1)[1]
+        assert url == f"http://[::1]:{port}"
+        assert requests.get(url + "/health", timeout=10).ok
+        assert requests.get(url + "/health", headers={"Host": f"localhost:{port}"}, timeout=10).ok
+        rebound = requests.get(url + "/health", headers={"Host": f"attacker.example:{port}"}, timeout=10)
+        assert rebound.status_code == 421
+        with connect(ws_url(url)) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+
+
 # -- arena-view ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
