@@ -227,8 +227,9 @@ def _fitting(info: Any, spec: list[tuple[tuple, tuple[int, ...], np.dtype]], fla
 # -- the worker ----------------------------------------------------------------------------------
 
 
-def _receive(conn: Connection, spin: float, expected: int) -> bytes:
-    """The next message on ``conn``, watched for up to ``spin`` seconds before sleeping on it.
+def _receive(conn: Connection, spin: float, expected: int, timeout: float | None = None) -> bytes:
+    """The next message on ``conn``, watched for up to ``spin`` seconds before sleeping on it;
+    ``TimeoutError`` when none has begun to arrive within ``timeout`` seconds (None: wait on).
 
     A process asleep on a pipe is woken on the core of the process that writes to it, where
     both then share one core for a while: two processes passing steps back and forth that
@@ -236,13 +237,17 @@ def _receive(conn: Connection, spin: float, expected: int) -> bytes:
     else who is ready; the watch is short, so an idle batch sleeps. (A closed pipe reads as
     ready: a dead peer ends the watch too.)
     """
-    if spin > 0:
+    if spin > 0 or timeout is not None:
         watch = select.poll()
         watch.register(conn.fileno(), select.POLLIN)
-        if not watch.poll(0):
+        ready = watch.poll(0)
+        if not ready and spin > 0:
             deadline = time.perf_counter() + spin
-            while not watch.poll(0) and time.perf_counter() < deadline:
+            while not (ready := watch.poll(0)) and time.perf_counter() < deadline:
                 os.sched_yield()  # whoever else is ready to run on this core goes first
+        # a stopped or stuck peer keeps its end open, so only a time limit ends this wait
+        if not ready and timeout is not None and not watch.poll(min(max(int(timeout * 1000), 1), 2**31 - 1)):
+            raise TimeoutError(f"no answer within {timeout:g} s")
     return _read_message(conn.fileno(), expected)
 
 

@@ -25,9 +25,12 @@ It is a Gymnasium ``VectorEnv`` that behaves like the unsharded batch:
 | ``reset_mask``    | ``reset(options={"reset_mask": m})`` resets the worlds where ``m`` is true      |
 | info              | the workers' infos joined along the batch axis; an entry that only some        |
 |                   | workers report is zero (``None`` for objects) where its ``_key`` mask is false  |
-| a worker dies     | the call raises ``RuntimeError`` naming the worker and its exit code (no hang), |
-|                   | and the env closes                                                             |
-| ``close()``       | stops and joins every worker process, frees the shared memory                  |
+| a worker dies     | the call raises :class:`WorkerError` (a ``RuntimeError``) naming the worker and |
+|                   | its exit code (no hang), and the env closes                                    |
+| a worker hangs    | with ``reply_timeout=s``, a worker that has not begun to answer within ``s``   |
+|                   | seconds (stopped, stuck) is killed: ``WorkerError`` too, and the env closes    |
+| ``close()``       | stops every worker process within a bound (asked, then terminated, then       |
+|                   | killed: a stopped one too), frees the shared memory                            |
 
 Nothing big travels through pipes: a step sends each worker one short message (the actions
 are already in shared memory) and gets one back. A native batch that can write its
@@ -50,6 +53,7 @@ import functools
 import multiprocessing as mp
 import os
 import pickle
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -78,7 +82,12 @@ from arena_envs.shard_worker import (
     _worker,
 )
 
-__all__ = ["ShardedVectorEnv", "make_native_env", "shard_bounds"]
+__all__ = ["ShardedVectorEnv", "WorkerError", "make_native_env", "shard_bounds"]
+
+
+class WorkerError(RuntimeError):
+    """A worker of a :class:`ShardedVectorEnv` died, its pipe broke, or it did not answer in time;
+    the env is closed (its workers stopped) when this is raised."""
 
 def make_native_env(env_id: str, num_envs: int, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                     **env_kwargs: Any) -> VectorEnv:
@@ -111,7 +120,8 @@ class ShardedVectorEnv(VectorEnv):
     chooses its mode and arguments itself (it must pickle unless the start method is ``fork``).
     ``num_workers`` (default: the number of cores) counts the slices: this process steps the
     first, ``num_workers - 1`` worker processes the others. ``context`` is the multiprocessing
-    start method (default: the platform's).
+    start method (default: the platform's). ``reply_timeout`` (seconds, default None: no limit)
+    bounds the wait for a worker's answer to any call: past it the worker counts as hung.
     """
 
     ROTATING_SETS = 2  # sets of observation arrays handed out in turn when copy=True (see _pick_set)
@@ -121,7 +131,7 @@ class ShardedVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int, num_workers: int | None = None, *, scenario: str | None = None,
                  env_id: str | None = None, make_native: Callable[[int], VectorEnv] | None = None,
-                 copy: bool = True, context: str | None = None, **kwargs: Any):
+                 copy: bool = True, context: str | None = None, reply_timeout: float | None = None, **kwargs: Any):
         if (scenario is not None) + (env_id is not None) + (make_native is not None) != 1:
             raise ValueError("give exactly one of scenario, env_id and make_native")
         if scenario is not None or env_id is not None:  # a scenario's registered vector entry point builds it
@@ -134,7 +144,10 @@ class ShardedVectorEnv(VectorEnv):
         num_workers = min(os.cpu_count() or 1, num_envs) if num_workers is None else int(num_workers)
         if num_envs < 1 or not 1 <= num_workers <= num_envs:
             raise ValueError(f"need num_envs >= 1 and 1 <= num_workers <= num_envs, got {num_envs} and {num_workers}")
+        if reply_timeout is not None and not reply_timeout > 0:
+            raise ValueError(f"reply_timeout must be a positive number of seconds or None, got {reply_timeout!r}")
         self.num_envs, self.num_workers, self.copy = num_envs, num_workers, copy
+        self.reply_timeout = reply_timeout
         self.bounds = shard_bounds(num_envs, num_workers)
         self._spin = self.PARENT_SPIN if num_workers <= len(os.sched_getaffinity(0)) else 0.0
         self._closed, self._broken = False, None
@@ -276,20 +289,25 @@ class ShardedVectorEnv(VectorEnv):
         self.close_workers()
 
     def close_workers(self, timeout: float = 5.0) -> None:
-        """Stop every worker (asking first, then terminating) and free the shared memory."""
+        """Stop every worker and free the shared memory, within about ``2 * timeout`` seconds
+        however many workers there are: all are asked to close and given ``timeout`` seconds
+        together, then the ones left are terminated and given as long again, then killed
+        (SIGKILL ends a stopped or stuck process too)."""
         for conn in self._conns.values():
             try:
+                os.set_blocking(conn.fileno(), False)  # a worker that stopped reading cannot block the close
                 conn.send_bytes(pickle.dumps(("close", None, None)))
             except (OSError, ValueError):
                 pass
-        for process in self._processes.values():
-            process.join(timeout)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        processes = list(self._processes.values())
+        for stop in (None, "terminate", "kill"):
+            alive = [process for process in processes if process.is_alive()]
+            if stop:
+                for process in alive:
+                    getattr(process, stop)()
+            deadline = time.monotonic() + timeout
+            for process in alive:
+                process.join(None if stop == "kill" else max(deadline - time.monotonic(), 0.0))
         for conn in self._conns.values():
             conn.close()
         self._processes, self._conns = {}, {}
@@ -399,8 +417,10 @@ class ShardedVectorEnv(VectorEnv):
         """Shard 0's reply and every listed worker's; a dead worker raises RuntimeError."""
         replies, error = {0: local[0]}, local[1]
         for k in workers:
-            try:
-                message = _receive(self._conns[k], self._spin, len(_DONE))  # a dead worker's pipe ends: no hang
+            try:  # a dead worker's pipe ends, a hung one's answer is waited for reply_timeout s: no hang
+                message = _receive(self._conns[k], self._spin, len(_DONE), self.reply_timeout)
+            except TimeoutError:
+                self._fail(k, f"it did not answer within {self.reply_timeout:g} s", hung=True)
             except (EOFError, OSError):
                 self._fail(k, "its pipe closed")
             tag = message[:1]
@@ -421,13 +441,16 @@ class ShardedVectorEnv(VectorEnv):
         lo, hi = self.bounds[k]
         return _build(self._info_paths, [a[lo:hi] for a in self._results[r][0][3:]]) if self._info_paths else {}
 
-    def _fail(self, k: int, why: str) -> None:
+    def _fail(self, k: int, why: str, hung: bool = False) -> None:
         lo, hi = self.bounds[k]
-        self._processes[k].join(1.0)  # so that its exit code is known
-        message = f"worker {k} (worlds {lo}..{hi - 1}) died: {why} (exit code {self._processes[k].exitcode})"
+        if hung:
+            message = f"worker {k} (worlds {lo}..{hi - 1}) hung: {why}, and was killed"
+        else:
+            self._processes[k].join(1.0)  # so that its exit code is known
+            message = f"worker {k} (worlds {lo}..{hi - 1}) died: {why} (exit code {self._processes[k].exitcode})"
         self._broken = message
         self.close_workers(timeout=1.0)
-        raise RuntimeError(f"ShardedVectorEnv {message}; the env is closed")
+        raise WorkerError(f"ShardedVectorEnv {message}; the env is closed")
 
     def _write_actions(self, actions) -> tuple[Any, Any]:
         """Put the workers' ``actions`` in shared memory; returns (None, shard 0's actions), or

@@ -43,7 +43,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from torch import nn
 
-from arena_envs.sharded import ShardedVectorEnv, make_native_env
+from arena_envs.sharded import ShardedVectorEnv, WorkerError, make_native_env
 from arena_envs.training import league as leagues
 from arena_envs.training.common import (
     ModelAgent,
@@ -65,6 +65,8 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 # -- 2. the envs -------------------------------------------------------------------------------
 
+WORKER_TIMEOUT = 60.0  # seconds a worker may take to answer (the config's worker_timeout): then it is hung
+
 
 def make_envs(config: dict[str, Any], num_envs: int) -> VectorEnv:
     """The flat-encoded batch of ``num_envs`` worlds (``SAME_STEP`` autoreset: a finished world's
@@ -73,8 +75,10 @@ def make_envs(config: dict[str, Any], num_envs: int) -> VectorEnv:
     make_native = functools.partial(flat_native_env, config)
     if workers <= 1:
         return make_native(num_envs)
-    # the workers encode their own worlds too: the encoding is about half of a step's cost
-    return ShardedVectorEnv(num_envs, workers, make_native=make_native, copy=False)
+    # the workers encode their own worlds too: the encoding is about half of a step's cost; a worker
+    # silent for worker_timeout seconds (a step takes milliseconds) is hung: the run stops, saved
+    return ShardedVectorEnv(num_envs, workers, make_native=make_native, copy=False,
+                            reply_timeout=float(config.get("worker_timeout", WORKER_TIMEOUT)))
 
 
 def flat_native_env(config: dict[str, Any], num_envs: int) -> VectorEnv:
@@ -564,6 +568,7 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
 
     collector = Collector(envs, agents, obs_size, scaler, seed)
     start, eval_seconds, cpu_start = time.perf_counter(), 0.0, time.process_time()
+    failure, updating = None, False  # a worker that died or hung; whether an update is under way
     try:
         collector.collect(agent, rollouts[0])  # the first rollout
         for update in range(1, updates + 1):
@@ -571,11 +576,13 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
             #     (also across resumed segments)
             learner.start((update - 1) % len(rollouts), args.learning_rate * (max(1.0 - step / total, 0.0)
                                                                               if args.anneal_lr else 1.0))
+            updating = True
             # 7b. the next rollout: after the update here; with the async learner, during it, with the
             #     weights of the update before
             if update < updates and time.monotonic() < deadline:
                 collector.collect(agent, rollouts[update % len(rollouts)])
             stats = learner.wait()  # and the agent has the update's weights
+            updating = False
             step += per_update
 
             # 7c. evaluate, log, checkpoint
@@ -621,11 +628,20 @@ def train(config: dict[str, Any], out: Path, resume: bool = False, max_minutes: 
 
         # 8. the final model, also as the last checkpoint (for --resume)
         save_checkpoint(agent, learner.optimizer_state(), scaler, step, config, checkpoints)
-    finally:
+    except WorkerError as error:  # a worker died or hung (the env has stopped them all): keep what was learnt
+        failure = error
+        if updating:  # the learner is well: its update of the last rollout counts
+            learner.wait()
+            step += per_update
+        save_checkpoint(agent, learner.optimizer_state(), scaler, step, config, checkpoints)
+    finally:  # each of these is bounded: a stuck learner or worker is killed
         learner.close()
         envs.close()
         log.close()
     save_sb3(agent, config, out / "model.zip")
+    if failure:
+        raise WorkerError(f"{failure}; the run stopped at {step:,} steps, whose checkpoint and model.zip are "
+                          f"written in {out} (--resume continues it)") from failure
     if on_checkpoint:
         on_checkpoint(agent, step)
     scores = collector.scores

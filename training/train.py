@@ -48,6 +48,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, 
 
 from arena_envs.cli import UsageError, arena_train, checked_env_arguments
 from arena_envs.names import SCENARIOS, find
+from arena_envs.sharded import WorkerError
 from arena_envs.training import ppo
 from arena_envs.training.common import (
     CONFIG_DIR,
@@ -332,8 +333,11 @@ def train(argv: list[str] | None = None) -> Path | None:
     if algo == "ppo":
         if args.vec != "native":
             raise UsageError("--vec applies to --algo sb3-ppo only")
-        speed = ppo.train(config, out, resume=bool(resume), max_minutes=args.max_minutes,
-                          progress=not args.no_progress, on_checkpoint=capture)
+        try:
+            speed = ppo.train(config, out, resume=bool(resume), max_minutes=args.max_minutes,
+                              progress=not args.no_progress, on_checkpoint=capture)
+        except WorkerError as error:  # a worker died or hung; the run is saved: one line, exit status 1
+            raise SystemExit(f"\narena-train: error: {error}") from None
         learner = f", {speed['learner_cpu_seconds']:.1f} s of it the learner's" if speed["async_learner"] else ""
         print(f"{speed['timesteps']:,} steps in {speed['seconds']:.0f} s: {speed['steps_per_s']:,.0f} steps/s, "
               f"{100 * speed['env_share']:.0f}% of the time in the env, {speed['cpu_seconds']:.1f} s of CPU{learner}; "
