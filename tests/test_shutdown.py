@@ -33,14 +33,19 @@ STARTUP = 300  # s for the run to import, build its batch and finish its first u
 # -- the sharded batch itself ----------------------------------------------------------------------
 
 
-def test_a_stopped_worker_makes_the_step_raise_within_its_reply_timeout_and_is_killed():
-    envs = ShardedVectorEnv(8, 2, scenario="foraging", reply_timeout=2)
+@pytest.mark.parametrize("workers", [2, len(os.sched_getaffinity(0)) + 1], ids=["watching-the-pipe", "sleeping-on-it"])
+def test_a_stopped_worker_makes_the_step_raise_within_its_reply_timeout_and_is_killed(workers):
+    """With a core a process the trainer watches a worker's pipe before sleeping on it, else sleeps at once
+    (ShardedVectorEnv._spin): the time limit holds either way."""
+    envs = ShardedVectorEnv(4 * workers, workers, scenario="foraging", reply_timeout=2)
+    assert bool(envs._spin) is (workers <= len(os.sched_getaffinity(0)))
     envs.reset(seed=0)
     envs.step(envs.action_space.sample())
     worker = envs._processes[1]
     os.kill(worker.pid, signal.SIGSTOP)
     started = time.monotonic()
-    with pytest.raises(WorkerError, match=r"worker 1 \(worlds 4\.\.7\) hung: it did not answer within 2 s"):
+    lo, hi = envs.bounds[1]
+    with pytest.raises(WorkerError, match=rf"worker 1 \(worlds {lo}\.\.{hi - 1}\) hung: it did not answer within 2 s"):
         envs.step(envs.action_space.sample())
     assert time.monotonic() - started < 30  # 2 s, and about 2 s more to stop it (no limit before)
     assert not worker.is_alive() and worker.exitcode == -signal.SIGKILL
