@@ -136,7 +136,7 @@ def config_section(config: dict[str, Any], name: str, section_class: type[Sectio
 # the keys a config may have besides its sections, and what the trainers read from each section
 RUN_KEYS = ("algo", "env_id", "n_envs", "num_workers", "async_learner", "timesteps", "seed", "torch_threads",
             "normalize_reward", "checkpoint_every", "eval_every", "eval_episodes", "eval_stochastic", "policy",
-            "capture_video")
+            "capture_video", "worker_timeout")
 
 
 def known_keys(config: dict[str, Any], algo: str) -> list[str]:
