@@ -49,6 +49,20 @@ def assert_same(np_tree, torch_tree, where=""):
         np.testing.assert_array_equal(b, a, err_msg=where)
 
 
+def assert_invariant(big, again, singles, actions_of, steps: int, rng: np.random.Generator) -> None:
+    """Step ``big`` and ``again`` (the same seed) and ``singles`` (world i alone, seeded s + i) with the
+    same actions: ``again`` gives the same results, and world i of ``big`` what ``singles[i]`` gives."""
+    for step in range(steps):
+        actions = actions_of(big, rng)
+        out, out_again = big.step(actions), again.step(actions)
+        assert_same(numpy_of(out), out_again, f"step {step}: determinism")
+        for i, env in enumerate(singles):
+            one = env.step({k: ({q: w[i:i + 1] for q, w in v.items()} if isinstance(v, dict) else v[i:i + 1])
+                            for k, v in actions.items()})
+            assert_same({k: v[i:i + 1] for k, v in numpy_of(out[0]).items()}, one[0], f"step {step}: world {i}")
+            assert_same(numpy_of(out[1])[i:i + 1], one[1])
+
+
 def random_actions(space, rng: np.random.Generator, n: int, bad_share: float = 0.1) -> dict:
     """A batch of actions of ``space`` (one agent's), a share of them broken (NaN, out of range)."""
     space.seed(int(rng.integers(2**31)))
@@ -129,17 +143,8 @@ def test_torch_batch_is_batch_invariant_and_deterministic():
     assert_same(numpy_of(obs), again.reset(seed=20)[0])
     for i, env in enumerate(singles):
         assert_same({k: v[i:i + 1] for k, v in numpy_of(obs).items()}, env.reset(seed=20 + i)[0])
-    rng = np.random.default_rng(2)
-    for step in range(80):
-        actions = random_actions(big.single_action_space, rng, 4)
-        out, out_again = big.step(actions), again.step(actions)
-        for a, b in zip(out, out_again, strict=True):
-            assert_same(numpy_of(a), b, f"step {step}: determinism")
-        for i, env in enumerate(singles):
-            one = env.step({k: ({q: w[i:i + 1] for q, w in v.items()} if isinstance(v, dict) else v[i:i + 1])
-                            for k, v in actions.items()})
-            assert_same({k: v[i:i + 1] for k, v in numpy_of(out[0]).items()}, one[0], f"step {step}: world {i}")
-            assert_same(numpy_of(out[1])[i:i + 1], one[1])
+    assert_invariant(big, again, singles, lambda env, rng: random_actions(env.single_action_space, rng, 4), 80,
+                     np.random.default_rng(2))
 
 
 def test_counter_generator_is_pinned_and_the_same_for_a_world_and_a_batch():
@@ -552,26 +557,4 @@ def test_torch_team_capture_is_batch_invariant_and_deterministic():
     assert_same(numpy_of(big.reset(seed=40)), again.reset(seed=40))
     for i, env in enumerate(singles):
         env.reset(seed=40 + i)
-    rng = np.random.default_rng(5)
-    for step in range(80):
-        actions = team_actions(big, rng)
-        out, out_again = big.step(actions), again.step(actions)
-        assert_same(numpy_of(out), out_again, f"step {step}: determinism")
-        for i, env in enumerate(singles):
-            one = env.step({k: ({q: w[i:i + 1] for q, w in v.items()} if isinstance(v, dict) else v[i:i + 1])
-                            for k, v in actions.items()})
-            assert_same({k: v[i:i + 1] for k, v in numpy_of(out[0]).items()}, one[0], f"step {step}: world {i}")
-            assert_same(numpy_of(out[1])[i:i + 1], one[1])
-
-
-@pytest.mark.parametrize("mode", ["rgb_array", "ansi"])
-def test_a_device_env_renders_the_worlds_the_numpy_env_renders(mode):
-    numpy_env, torch_env = (gym.make_vec(FORAGING, num_envs=3, render_mode=mode, **kw, **SMALL)
-                            for kw in ({"rng": "counter"}, {"device": "cpu"}))
-    numpy_env.reset(seed=8)
-    torch_env.reset(seed=8)
-    actions = random_actions(numpy_env.single_action_space, np.random.default_rng(6), 3)
-    numpy_env.step(actions)
-    torch_env.step(actions)
-    frame, device_frame = numpy_env.render(), torch_env.render()
-    assert (frame == device_frame).all() if mode == "rgb_array" else frame == device_frame
+    assert_invariant(big, again, singles, team_actions, 80, np.random.default_rng(5))
