@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate verifiers
+.PHONY: test demo bench lint clean soak sysdeps docs results stats mutate verifiers llama-wheel
 
 # Debian packages the tests and the demo need, installed only when one is missing (`apt-get update`
 # runs once, then): bubblewrap, libseccomp2 (its filter, through pyseccomp), mount and util-linux
@@ -21,9 +21,26 @@ STATS       := .venv-stats
 STATS_STAMP := $(STATS)/.installed
 STATS_PACKAGES := rliable==1.2.0 'pandas<3' matplotlib
 
+# llama.cpp (llama-cpp-python) built once per machine for any x86-64 with AVX2, into a wheelhouse that
+# pip installs from: built for the machine itself (pip's default, -march=native) it used AMX, which this
+# VM's processor lists and its kernel refuses (SIGILL at a model's first reply), and pip's cache would
+# hand that build to every later venv.
+LLAMA_WHEELS := $(HOME)/.cache/arena-envs/llama-wheels
+LLAMA_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEEL   = $(firstword $(wildcard $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl))
+LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' constraints.txt)
+
+llama-wheel: $(PY)
+	@if [ -z "$(LLAMA_WHEEL)" ]; then \
+		echo "building llama-cpp-python $(LLAMA_VERSION) for AVX2 (about 16 min once)"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --no-deps --no-cache-dir -c constraints.txt \
+			-w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_VERSION)'; \
+	fi
+
 $(STAMP): $(PY) setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c constraints.txt -e '.[train,dev]'
+	$(MAKE) llama-wheel
+	$(PY) -m pip install -c constraints.txt --find-links $(LLAMA_WHEELS) -e '.[train,dev]'
 	touch $(STAMP)
 
 sysdeps:

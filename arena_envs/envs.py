@@ -119,6 +119,19 @@ class ArenaEnv(gym.Env):
         self.renderer.close()
 
 
+def set_batch_spaces(env: VectorEnv, rules: Any, multi_agent: bool) -> None:
+    """A vector env's agents, batch shape and spaces from its rules (its ``num_envs`` and
+    ``autoreset_mode`` set): with agents, every array has an agent axis after the batch axis."""
+    env.metadata = {**env.metadata, "autoreset_mode": env.autoreset_mode}
+    env.agents = list(rules.possible_agents) if multi_agent else None
+    env._shape = (env.num_envs, len(env.agents)) if multi_agent else (env.num_envs,)
+    one_agent = (rules.observation_space, rules.action_space)
+    env.single_observation_space, env.single_action_space = (
+        [batch_space(space, len(env.agents)) for space in one_agent] if multi_agent else one_agent)
+    env.observation_space = batch_space(env.single_observation_space, env.num_envs)
+    env.action_space = batch_space(env.single_action_space, env.num_envs)
+
+
 class ArenaVectorEnv(VectorEnv):
     """The native numpy batch of a scenario: every world steps in the same array operations.
 
@@ -144,15 +157,8 @@ class ArenaVectorEnv(VectorEnv):
         self.scenario, self.state = rules, self.batch.state
         self.num_envs = self.batch.size
         self.autoreset_mode = self.batch.autoreset_mode
-        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
-        self.agents = list(rules.possible_agents) if multi_agent else None
-        self._shape = (self.num_envs, len(self.agents)) if multi_agent else (self.num_envs,)
-        one_agent = (rules.observation_space, rules.action_space)
-        self.single_observation_space, self.single_action_space = (
-            [batch_space(space, len(self.agents)) for space in one_agent] if multi_agent else one_agent)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        set_batch_spaces(self, rules, multi_agent)
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed if isinstance(seed, int) else None)
@@ -250,15 +256,8 @@ class ArenaDeviceVectorEnv(VectorEnv):
         self.batch = DeviceBatch(rules, num_envs, device, autoreset_mode, compile=compile)
         self.scenario, self.device = rules, self.batch.device
         self.num_envs, self.autoreset_mode = self.batch.size, self.batch.autoreset_mode
-        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
-        self.agents = list(rules.possible_agents) if multi_agent else None
-        self._shape = (self.num_envs, len(self.agents)) if multi_agent else (self.num_envs,)
-        one_agent = (rules.observation_space, rules.action_space)
-        self.single_observation_space, self.single_action_space = (
-            [batch_space(space, len(self.agents)) for space in one_agent] if multi_agent else one_agent)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        set_batch_spaces(self, rules, multi_agent)
 
     @property
     def state(self):
