@@ -578,7 +578,7 @@ def test_each_documented_install_is_in_what_make_installs():
     suite runs in): each documented ``pip install -e '.[...]'`` gets no package that install lacks,
     with the same constraints."""
     recipe = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True).stdout
-    installed = re.search(r"pip install -c constraints\.txt -e '\.\[([\w,]+)\]'", recipe)
+    installed = re.search(r"pip install -c constraints\.txt (?:--find-links \S+ )?-e '\.\[([\w,]+)\]'", recipe)
     assert installed, recipe
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
