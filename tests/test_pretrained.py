@@ -291,6 +291,7 @@ def test_arena_view_plays_a_pretrained_policy_then_shows_it(tmp_path, capsys):
                                             "--export", str(tmp_path / "site")], capsys)
     assert status == 0, err
     assert "(3 episodes)" in out  # the policy's, then the random and scripted baselines'
-    assert '"pretrained"' in (tmp_path / "site" / "data" / "index.js").read_text()
+    index = (tmp_path / "site" / "data" / "index.js").read_text()  # arenaIndex("<the index as JSON>");
+    assert '"pretrained"' in json.loads(index.removeprefix("arenaIndex(").rstrip().removesuffix(");"))
     status, _, err = run_cli(arena_view, ["--play", "pretrained:foraging", "Crafting-v0"], capsys)
     assert status == 2 and "plays Foraging-v0, not Crafting-v0" in one_line(err)
