@@ -84,8 +84,9 @@ def test_an_ordinary_message_is_read_before_the_hostile_ones_queued_ahead_of_it(
         for listener in listeners:
             listener.join(timeout=180)
     assert len(answered) == 6, answered
-    # read right after the read that was in progress (the hostile ones each take about 0.1 s)
-    assert answered.index("bystander") <= 1, answered
+    # read right after the read that was in progress: answered second (the hostile reads take about
+    # 0.1 s each; third allows for the listening threads waking late). Served in turn, it was sixth.
+    assert answered.index("bystander") <= 2, answered
 
 
 def test_a_large_read_that_waited_long_enough_goes_before_smaller_ones():
