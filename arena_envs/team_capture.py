@@ -137,7 +137,6 @@ from arena_envs.world import (
 )
 from arena_envs.xp import bits63, namespace, uniforms
 
-
 _FAR = float(FAR)  # a Python float: what the dense rules compare with
 
 
