@@ -54,6 +54,14 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                      # MCP's streamable HTTP behind the guard: its event streams listen for the client's
                      # disconnect, which the guard's replay of the body must pass on (not the body again)
                      "tests/test_serve_mcp_http.py"]),
+    # the tool-call parsers, each against the tests of what it reads (the linear-time bounds are in
+    # DESELECT: a module's scanner has references it is checked against, character by character)
+    "decision": (["arena_envs/tools/decision.py"],
+                 ["tests/test_tools_decision.py", "tests/test_parsers_linear.py", "tests/test_parsers_messages.py",
+                  "tests/test_toollayer_hardening.py", "tests/test_tool_call_wrapper.py", "tests/test_llm_parsers.py"]),
+    "parsers": (["arena_envs/llm/parsers.py"],
+                ["tests/test_llm_parsers.py", "tests/test_parsers_linear.py", "tests/test_parsers_messages.py",
+                 "tests/test_llm_chat_fuzz.py"]),
     # (not sandbox_worker.py: it runs inside the jail, isolated from site-packages, where the mutated
     # copy's import of mutmut fails and every test with it)
     "jail": (["arena_envs/tools/sandbox.py", "arena_envs/tools/sandbox_jail.py"],
@@ -68,6 +76,10 @@ DESELECT: dict[str, list[str]] = {
     # the real model's game (a minute): the other MCP tests make the same calls through the guard
     "serve_guard": ["tests/test_serve_mcp_http.py::test_the_real_smollm2_plays_a_hunt_through_a_plain_mcp_client"],
     "pool": ["tests/test_stateful_tools.py::test_256_ids_on_16_sandboxes_match_solo_runs_and_never_see_each_other"],
+    # the parsers' time bounds (3 s a parser: every text at 40 KB and 200 KB) and the megabyte benchmark (6 s)
+    **dict.fromkeys(("decision", "parsers"), [
+        "tests/test_parsers_linear.py::test_every_parser_reads_each_kind_of_hostile_text_in_time_linear_in_its_length",
+        "tests/test_llm_parsers.py::test_a_megabyte_of_adversarial_braces_costs_about_what_well_formed_json_costs"]),
     # 800,000 files until the memory cgroup says no (the memfd and shared-memory hoards reach it in a second)
     "jail": ["tests/test_sandbox_attacks.py::test_the_jail_as_a_whole_is_bounded_by_its_memory_limit"
              "[kernel memory of many files]"],
